@@ -1,0 +1,1 @@
+"""Dramatiq's web-crawler example, packaged and tested."""

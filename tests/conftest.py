@@ -1,0 +1,84 @@
+"""Fixtures for the real services and for fast StubBroker tests.
+
+The tests purge the ``default`` queue on ``RABBITMQ_URL``, flush the Redis
+database at ``CRAWLER_TEST_REDIS_URL`` (db 15 unless set) and flush Memcached at
+``MEMCACHED_SERVERS``: point them at services that hold nothing you need.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import dramatiq
+import pylibmc
+import pytest
+import redis
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+from dramatiq.brokers.stub import StubBroker
+
+from crawler import example
+from crawler.environment import memcached_servers, rabbitmq_url
+from tests.site_server import SiteServer
+
+TEST_REDIS_URL = os.getenv("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+@pytest.fixture
+def site() -> Iterator[SiteServer]:
+    server = SiteServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def memcached() -> Iterator[pylibmc.Client]:
+    client = pylibmc.Client(memcached_servers(), binary=True)
+    client.flush_all()
+    yield client
+    client.flush_all()
+    client.disconnect_all()
+
+
+@pytest.fixture
+def stub_broker(memcached: pylibmc.Client) -> Iterator[StubBroker]:
+    """The real ``crawl`` actor, bound to a StubBroker for the test."""
+    broker = StubBroker()
+    broker.emit_after("process_boot")
+    original = example.crawl.broker
+    broker.declare_actor(example.crawl)
+    example.crawl.broker = broker
+    dramatiq.set_broker(broker)
+    yield broker
+    example.crawl.broker = original
+    dramatiq.set_broker(original)
+    broker.close()
+
+
+@pytest.fixture
+def stub_worker(stub_broker: StubBroker) -> Iterator[dramatiq.Worker]:
+    worker = dramatiq.Worker(stub_broker, worker_timeout=100, worker_threads=4)
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+@pytest.fixture
+def rabbitmq_env(memcached: pylibmc.Client) -> Iterator[dict[str, str]]:
+    """Environment for workers and seeder on RabbitMQ, its queue purged."""
+    broker = RabbitmqBroker(url=rabbitmq_url())
+    broker.declare_queue("default", ensure=True)
+    broker.flush_all()
+    yield {"RABBITMQ_URL": rabbitmq_url()}
+    broker.flush_all()
+    broker.close()
+
+
+@pytest.fixture
+def redis_env(memcached: pylibmc.Client) -> Iterator[dict[str, str]]:
+    """Environment for workers and seeder on Redis (``REDIS=1``), its database flushed."""
+    client = redis.Redis.from_url(TEST_REDIS_URL)
+    client.flushdb()
+    yield {"REDIS": "1", "REDIS_URL": TEST_REDIS_URL}
+    client.flushdb()
+    client.close()

@@ -1,0 +1,113 @@
+"""A tiny threaded HTTP server that serves a generated site on 127.0.0.1.
+
+It records every request it answers, so tests assert on what a crawler really
+fetched rather than on what it says it did.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Page:
+    body: bytes
+    content_type: str = "text/html; charset=utf-8"
+    status: int = 200
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str
+    time: float
+
+
+@dataclass
+class SiteServer:
+    """Serves ``pages`` (path -> Page) and logs each request."""
+
+    pages: dict[str, Page] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def start(self) -> SiteServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def record(self, path: str) -> None:
+        with self._lock:
+            self.requests.append(Request(path, time.monotonic()))
+
+    def fetch_counts(self) -> Counter[str]:
+        with self._lock:
+            return Counter(request.path for request in self.requests)
+
+
+def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            server.record(self.path)
+            page = server.pages.get(self.path)
+            if page is None:
+                page = Page(b"not found", content_type="text/plain", status=404)
+            self.send_response(page.status)
+            self.send_header("Content-Type", page.content_type)
+            self.send_header("Content-Length", str(len(page.body)))
+            self.end_headers()
+            self.wfile.write(page.body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+def html(*hrefs: str, extra: str = "") -> Page:
+    """An HTML page linking to each of ``hrefs`` the way upstream expects."""
+    anchors = "".join(f'<a href="{href}">link</a>\n' for href in hrefs)
+    return Page(f"<html><body>\n{anchors}{extra}</body></html>\n".encode())
+
+
+def generate_site(
+    base_url: str, *, pages: int, links_per_page: int, seed: int = 1
+) -> dict[str, Page]:
+    """``pages`` pages, each with ``links_per_page`` absolute links.
+
+    Page ``i`` always links to page ``i + 1``, so every page is reachable from
+    ``/page/0.html``; the other links point at random pages.
+    """
+    rng = random.Random(seed)
+    site = {}
+    for i in range(pages):
+        targets = [(i + 1) % pages] + [rng.randrange(pages) for _ in range(links_per_page - 1)]
+        site[page_path(i)] = html(*(base_url + page_path(t) for t in targets))
+    return site
+
+
+def page_path(i: int) -> str:
+    return f"/page/{i}.html"

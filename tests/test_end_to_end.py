@@ -1,0 +1,45 @@
+"""Real ``dramatiq crawler.example`` workers on real brokers and Memcached."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.site_server import SiteServer, generate_site, page_path
+from tests.workers import WorkerProcesses, environment, seed
+
+PAGES = 300
+LINKS_PER_PAGE = 5
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_workers_fetch_every_page_of_a_site_exactly_once(
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+) -> None:
+    env = environment(**request.getfixturevalue(broker_env))
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=LINKS_PER_PAGE))
+    workers = WorkerProcesses(env, processes=2, threads=4)
+    try:
+        seeded = seed(env, site.url(page_path(0)))
+        assert seeded.returncode == 0, seeded.stderr
+
+        # Every message ends in exactly one of these two lines, so once their
+        # total is the seed plus every anchor, the queue has been drained.
+        messages = 1 + PAGES * LINKS_PER_PAGE
+        workers.wait_until(
+            lambda: workers.count("Crawling '") + workers.count("already been visited") == messages,
+            timeout=120,
+        )
+    finally:
+        assert workers.stop() == 0
+
+    assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)}
+    assert workers.count("Done crawling") == PAGES
+    assert workers.count("Traceback") == 0
+
+
+def test_seeder_prints_usage_and_fails_without_a_url() -> None:
+    result = seed(environment())
+
+    assert result.returncode == 2
+    assert "usage:" in result.stderr
+    assert "url" in result.stderr

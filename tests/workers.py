@@ -1,0 +1,97 @@
+"""Real ``dramatiq crawler.example`` worker processes, and the seeder, for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+class WorkerProcesses:
+    """``dramatiq crawler.example`` in a subprocess, its log lines collected."""
+
+    def __init__(self, env: Mapping[str, str], *, processes: int = 1, threads: int = 8) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self.process = subprocess.Popen(
+            [
+                str(BIN / "dramatiq"),
+                "crawler.example",
+                "--processes",
+                str(processes),
+                "--threads",
+                str(threads),
+            ],
+            cwd=PROJECT_ROOT,
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def count(self, text: str) -> int:
+        with self._changed:
+            return sum(text in line for line in self.lines)
+
+    def wait_until(self, condition: Callable[[], bool], *, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not condition():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.process.poll() is not None:
+                    raise AssertionError(
+                        "workers did not reach the expected state; last log lines:\n"
+                        + "\n".join(self.lines[-30:])
+                    )
+                self._changed.wait(min(remaining, 0.5))
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._reader.join(timeout=5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return self.process.returncode
+
+
+def seed(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m crawler.example ARGS`` as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "crawler.example", *args],
+        cwd=PROJECT_ROOT,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def environment(**overrides: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("REDIS", None)
+    env.update(overrides)
+    return env
