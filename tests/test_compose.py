@@ -1,0 +1,111 @@
+"""docker-compose.yml, checked by loading it: there is no Docker engine here."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+
+from tests.workers import PROJECT_ROOT
+
+COMPOSE = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
+SERVICES: dict[str, Any] = COMPOSE["services"]
+DEFAULT_PORTS = {"rabbitmq": 5672, "redis": 6379, "memcached": 11211}
+
+
+def interpolate(value: str, environ: dict[str, str]) -> str:
+    """Compose's ``${VAR:-default}`` substitution, enough for this file."""
+    return re.sub(
+        r"\$\{(\w+)(?::-([^}]*))?\}",
+        lambda m: environ.get(m.group(1)) or (m.group(2) or ""),
+        value,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_PORTS))
+def test_each_service_publishes_its_default_port_on_loopback_only(name: str) -> None:
+    ports = SERVICES[name]["ports"]
+
+    assert f"127.0.0.1:{DEFAULT_PORTS[name]}:{DEFAULT_PORTS[name]}" in ports
+    assert all(port.startswith("127.0.0.1:") for port in ports)
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_PORTS))
+def test_each_service_has_a_healthcheck_the_worker_waits_for(name: str) -> None:
+    assert SERVICES[name]["healthcheck"]["test"][0] in {"CMD", "CMD-SHELL"}
+    assert SERVICES["worker"]["depends_on"][name] == {"condition": "service_healthy"}
+
+
+def test_rabbitmq_credentials_come_from_the_environment() -> None:
+    environment = SERVICES["rabbitmq"]["environment"]
+    secret = {"RABBITMQ_USER": "crawler", "RABBITMQ_PASSWORD": "s3cret"}
+
+    assert interpolate(environment["RABBITMQ_DEFAULT_USER"], secret) == "crawler"
+    assert interpolate(environment["RABBITMQ_DEFAULT_PASS"], secret) == "s3cret"
+    worker_url = interpolate(SERVICES["worker"]["environment"]["RABBITMQ_URL"], secret)
+    assert worker_url == "amqp://crawler:s3cret@rabbitmq:5672"
+
+
+def test_worker_reads_the_same_variables_as_the_crawler() -> None:
+    worker = SERVICES["worker"]
+    environment = {key: interpolate(value, {}) for key, value in worker["environment"].items()}
+
+    assert environment == {
+        "REDIS": "0",
+        "RABBITMQ_URL": "amqp://guest:guest@rabbitmq:5672",
+        "REDIS_URL": "redis://:@redis:6379/0",
+        "MEMCACHED_SERVERS": "memcached:11211",
+    }
+    assert worker["command"][:2] == ["dramatiq", "crawler.example"]
+    assert worker["profiles"] == ["worker"]
+
+
+def test_worker_image_is_built_from_this_project() -> None:
+    assert SERVICES["worker"]["build"] == "."
+    dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
+
+    assert "pip install --no-cache-dir -r requirements.txt" in dockerfile
+    assert "COPY crawler ./crawler" in dockerfile
+    assert 'CMD ["dramatiq", "crawler.example"]' in dockerfile
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="needs a local redis-server")
+def test_redis_command_requires_the_password_when_one_is_set(tmp_path: Path) -> None:
+    shell_command = SERVICES["redis"]["command"]
+    assert shell_command[:2] == ["sh", "-c"]
+    port = free_port()
+    script = shell_command[2].replace("$$", "$") + f" --port {port} --bind 127.0.0.1"
+    env = dict(os.environ, REDIS_PASSWORD="s3cret")
+    server = subprocess.Popen(["sh", "-c", script], env=env, cwd=tmp_path)
+    try:
+        client = redis.Redis(port=port, password="s3cret")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis from the compose command never answered"
+                time.sleep(0.1)
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port).ping()
+        client.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
