@@ -6,9 +6,11 @@ Every name here is documented in the README's configuration table.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dramatiq
+from dramatiq.middleware import CurrentMessage
 
 #: Where RabbitMQ listens unless ``RABBITMQ_URL`` says otherwise.
 DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672"
@@ -49,15 +51,87 @@ def memcached_servers() -> list[str]:
     return [server.strip() for server in value.split(",") if server.strip()]
 
 
+def memcached_behaviors() -> dict[str, int | bool]:
+    """Bounded waits, so a Memcached that is down or hung fails a message fast."""
+    timeout_ms = number("MEMCACHED_TIMEOUT_MS", 1000)
+    return {
+        "tcp_nodelay": True,
+        "connect_timeout": int(timeout_ms),
+        "send_timeout": int(timeout_ms * 1000),
+        "receive_timeout": int(timeout_ms * 1000),
+        "_poll_timeout": int(timeout_ms),
+        "retry_timeout": 1,
+    }
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What bounds one crawl message; each field comes from a ``CRAWLER_*`` variable.
+
+    Parameters:
+      fetch_deadline(float): Seconds one fetch may take in all, below the actor's time limit.
+      max_body_bytes(int): Largest body accepted, on the wire and once decompressed.
+      max_links_per_page(int): Links taken from one page at most.
+      max_deliveries(int): Deliveries of one attempt (say, after worker crashes) before giving up.
+      min_backoff(int): Milliseconds before the first retry; doubles for each retry.
+      max_backoff(int): Longest wait before a retry, in milliseconds.
+    """
+
+    fetch_deadline: float = 8.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_links_per_page: int = 1000
+    max_deliveries: int = 3
+    min_backoff: int = 15_000
+    max_backoff: int = 300_000
+
+
+def limits_from_environment() -> Limits:
+    defaults = Limits()
+    return Limits(
+        fetch_deadline=number("CRAWLER_FETCH_DEADLINE", defaults.fetch_deadline),
+        max_body_bytes=int(number("CRAWLER_MAX_BODY_BYTES", defaults.max_body_bytes)),
+        max_links_per_page=int(number("CRAWLER_MAX_LINKS_PER_PAGE", defaults.max_links_per_page)),
+        max_deliveries=int(number("CRAWLER_MAX_DELIVERIES", defaults.max_deliveries)),
+        min_backoff=int(number("CRAWLER_MIN_BACKOFF_MS", defaults.min_backoff)),
+        max_backoff=int(number("CRAWLER_MAX_BACKOFF_MS", defaults.max_backoff)),
+    )
+
+
+def number(name: str, default: float) -> float:
+    """A positive number from the environment, or a clear error naming the variable."""
+    value = os.getenv(name)
+    if not value:
+        return default
+    try:
+        parsed = float(value)
+    except ValueError:
+        parsed = -1.0
+    if parsed <= 0:
+        raise ValueError(f"{name} must be a positive number, not {value!r}")
+    return parsed
+
+
 def make_broker() -> dramatiq.Broker:
     """A ``RedisBroker`` when ``REDIS=1``, otherwise a ``RabbitmqBroker``.
 
-    Neither connects until the first message is sent or consumed.
+    Neither connects until the first message is sent or consumed.  The Redis
+    broker checks for dead workers often enough that the messages a killed
+    worker held come back within about a minute (Dramatiq's default is rare).
     """
+    broker = _broker()
+    broker.add_middleware(CurrentMessage())
+    return broker
+
+
+def _broker() -> dramatiq.Broker:
     if uses_redis():
         from dramatiq.brokers.redis import RedisBroker
 
-        return RedisBroker(url=redis_url())  # type: ignore[no-untyped-call]
+        return RedisBroker(  # type: ignore[no-untyped-call]
+            url=redis_url(),
+            heartbeat_timeout=int(number("CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS", 30_000)),
+            maintenance_chance=int(number("CRAWLER_REDIS_MAINTENANCE_CHANCE", 20_000)),
+        )
 
     from dramatiq.brokers.rabbitmq import RabbitmqBroker
 

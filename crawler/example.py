@@ -7,7 +7,6 @@ Run workers with ``dramatiq crawler.example`` and seed a crawl with
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import re
 import sys
@@ -16,15 +15,29 @@ from threading import local
 
 import dramatiq
 import pylibmc
+import redis
 import requests
+from dramatiq.errors import BrokerConnectionError
 
-from crawler.environment import make_broker, memcached_servers
+from crawler import claims
+from crawler.environment import (
+    limits_from_environment,
+    make_broker,
+    memcached_behaviors,
+    memcached_servers,
+)
+from crawler.errors import PermanentError
+from crawler.failures import reports_failures
+from crawler.fetching import fetch, is_html, read_body
+from crawler.links import clean_anchor
+from crawler.seeding import broker_address, http_url
 
 logger = logging.getLogger("example")
-memcache_client = pylibmc.Client(memcached_servers(), binary=True)
+memcache_client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
 memcache_pool = pylibmc.ThreadMappedPool(memcache_client)
 anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
+limits = limits_from_environment()
 
 broker = make_broker()
 dramatiq.set_broker(broker)
@@ -37,37 +50,55 @@ def get_session() -> requests.Session:
     return session
 
 
-@dramatiq.actor(max_retries=3, time_limit=10000)
+@dramatiq.actor(
+    max_retries=3,
+    time_limit=10000,
+    throws=(PermanentError,),
+    min_backoff=limits.min_backoff,
+    max_backoff=limits.max_backoff,
+)
+@reports_failures
 def crawl(url: str) -> None:
-    url_hash = hashlib.md5(url.encode("utf-8")).hexdigest()
+    message = claims.current_message(crawl, url)
+    url_hash = claims.url_hash(url)
     with memcache_pool.reserve() as client:
-        added = client.add(url_hash, b"", time=3600)
+        added = claims.claim(client, url_hash, message.message_id)
         if not added:
             logger.warning("URL %r has already been visited. Skipping...", url)
             return
+        claims.bound_deliveries(client, message, limits.max_deliveries)
 
     logger.info("Crawling %r...", url)
-    matches = 0
+    anchors: list[str] = []
     session = get_session()
-    with closing(session.get(url, timeout=(3.05, 5), stream=True)) as response:
-        if not response.headers.get("content-type", "").startswith("text/html"):
+    with closing(fetch(session, url, limits)) as response:
+        if not is_html(response):
             logger.warning("Skipping URL %r since it's not HTML.", url)
-            return
+        else:
+            for match in anchor_re.finditer(read_body(response, limits)):
+                anchor = clean_anchor(match.group(1))
+                if anchor.startswith("http://") or anchor.startswith("https://"):
+                    anchors.append(anchor)
+                    if len(anchors) == limits.max_links_per_page:
+                        logger.warning("Taking only the first %d links of %r.", len(anchors), url)
+                        break
 
-        for match in anchor_re.finditer(response.content):
-            anchor = match.group(1).decode("utf-8")
-            if anchor.startswith("http://") or anchor.startswith("https://"):
-                crawl.send(anchor)
-                matches += 1
-
-        logger.info("Done crawling %r. Found %d anchors.", url, matches)
+    with memcache_pool.reserve() as client:
+        claims.send_claimed(client, crawl, message.message_id, anchors)
+        claims.finish(client, url_hash)
+    if is_html(response):
+        logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
 
 
 def main(args: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Seed a crawl: enqueue URL for the workers.")
-    parser.add_argument("url", type=str, help="a URL to crawl")
+    parser.add_argument("url", type=http_url, help="an http:// or https:// URL to crawl")
     arguments = parser.parse_args(args)
-    crawl.send(arguments.url)
+    try:
+        crawl.send(arguments.url)
+    except (BrokerConnectionError, redis.ConnectionError) as e:
+        print(f"error: cannot reach {broker_address()}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

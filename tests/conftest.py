@@ -16,6 +16,7 @@ import pytest
 import redis
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.stub import StubBroker
+from dramatiq.middleware import CurrentMessage
 
 from crawler import example
 from crawler.environment import memcached_servers, rabbitmq_url
@@ -44,6 +45,7 @@ def memcached() -> Iterator[pylibmc.Client]:
 def stub_broker(memcached: pylibmc.Client) -> Iterator[StubBroker]:
     """The real ``crawl`` actor, bound to a StubBroker for the test."""
     broker = StubBroker()
+    broker.add_middleware(CurrentMessage())
     broker.emit_after("process_boot")
     original = example.crawl.broker
     broker.declare_actor(example.crawl)

@@ -11,6 +11,9 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import pika
+import redis
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -88,6 +91,27 @@ def seed(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]
         text=True,
         timeout=60,
     )
+
+
+def queued_messages(env: Mapping[str, str]) -> int:
+    """Messages waiting in the crawler's queues (ready, delayed for a retry, or held)."""
+    if env.get("REDIS") == "1":
+        client = redis.Redis.from_url(env["REDIS_URL"])
+        try:
+            return sum(
+                int(client.hlen(f"dramatiq:{queue}.msgs")) for queue in ("default", "default.DQ")
+            )
+        finally:
+            client.close()
+    connection = pika.BlockingConnection(pika.URLParameters(env["RABBITMQ_URL"]))
+    try:
+        channel = connection.channel()
+        return sum(
+            channel.queue_declare(queue, passive=True).method.message_count
+            for queue in ("default", "default.DQ")
+        )
+    finally:
+        connection.close()
 
 
 def environment(**overrides: str) -> dict[str, str]:

@@ -1,0 +1,100 @@
+"""Which message owns a URL: dedup in Memcached that survives retries and crashes.
+
+Upstream marks a URL visited *before* fetching it, so a retry or a redelivery
+after a worker crash finds the mark and skips the URL for good.  Here the value
+stored under a URL's key is the id of the message that claimed it:
+
+* the message holding the claim proceeds, however often it is retried or
+  redelivered; every other message for that URL is a duplicate and skips;
+* links are claimed when they are sent (one ``add_multi`` for a page), so a
+  duplicate never even enters the queue; the consumer's check stays the authority;
+* a finished URL is marked ``done``, so even a second copy of its own message
+  (sent again by a parent that was retried) skips it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import dramatiq
+from dramatiq.middleware import CurrentMessage
+
+from crawler.errors import PermanentError
+
+#: How long a claim lasts, in seconds; as upstream, a URL may be crawled again after it.
+CLAIM_TTL = 3600
+DONE = b"done"
+
+
+def current_message(actor: dramatiq.Actor[Any, Any], url: str) -> dramatiq.Message[Any]:
+    """The message being processed; a fresh one when the actor is called as a function."""
+    message = CurrentMessage.get_current_message()
+    if message is not None:
+        return message
+    if not any(isinstance(m, CurrentMessage) for m in actor.broker.middleware):
+        raise RuntimeError("claims need Dramatiq's CurrentMessage middleware on the broker")
+    return actor.message(url)
+
+
+def url_hash(url: str) -> str:
+    """The key of a URL in Memcached, as upstream: the MD5 of the URL."""
+    return hashlib.md5(url.encode("utf-8")).hexdigest()
+
+
+def claim(client: Any, key: str, message_id: str) -> bool:
+    """True when the message ``message_id`` owns ``key`` (now or from before)."""
+    owner = message_id.encode()
+    stored = client.get(key)
+    if stored is None:
+        if client.add(key, owner, time=CLAIM_TTL):
+            return True
+        stored = client.get(key)
+    return bool(stored == owner)
+
+
+def finish(client: Any, key: str) -> None:
+    client.set(key, DONE, time=CLAIM_TTL)
+
+
+def bound_deliveries(client: Any, message: dramatiq.Message[Any], max_deliveries: int) -> None:
+    """Give up on an attempt that keeps coming back unfinished (a worker died on it each time).
+
+    Retries are counted by Dramatiq; this counts the deliveries of one attempt.
+    """
+    key = f"deliveries:{message.message_id}:{message.options.get('retries', 0)}"
+    deliveries = 1 if client.add(key, 1, time=CLAIM_TTL) else int(client.incr(key))
+    if deliveries > max_deliveries:
+        raise PermanentError(
+            f"delivered {deliveries} times without finishing; a worker may be dying on it"
+        )
+
+
+def child_message_id(parent_id: str, url: str) -> str:
+    """The same parent always sends a link under the same id, even when retried."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{parent_id} {url}"))
+
+
+def send_claimed(
+    client: Any, actor: dramatiq.Actor[Any, Any], parent_id: str, urls: Iterable[str]
+) -> int:
+    """Send ``actor(url)`` for each URL nobody has claimed yet; return how many were sent."""
+    messages = {
+        url_hash(url): actor.message(url).copy(message_id=child_message_id(parent_id, url))
+        for url in urls
+    }
+    if not messages:
+        return 0
+    taken = client.add_multi(
+        {key: message.message_id.encode() for key, message in messages.items()}, time=CLAIM_TTL
+    )
+    # A key taken by this very message id is ours from an earlier, interrupted try.
+    stored = client.get_multi(taken) if taken else {}
+    sent = 0
+    for key, message in messages.items():
+        if key not in taken or stored.get(key) == message.message_id.encode():
+            actor.broker.enqueue(message)
+            sent += 1
+    return sent

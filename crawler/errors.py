@@ -1,0 +1,31 @@
+"""The two ways a crawl of one URL can fail, and how Dramatiq treats each.
+
+A :class:`PermanentError` is in the actor's ``throws``: the message is not
+retried and goes straight to the dead-letter queue.  A :class:`TransientError`
+is a :class:`dramatiq.Retry`: the message is retried with backoff (or after the
+delay the server asked for) until ``max_retries`` runs out, then dead-lettered.
+"""
+
+from __future__ import annotations
+
+import dramatiq
+
+
+class PermanentError(Exception):
+    """Retrying cannot help: a 4xx answer, a bad URL, a redirect loop, a page too large."""
+
+
+class TransientError(dramatiq.Retry):
+    """Retrying may help: a connection error, a timeout, a 5xx or 429 answer, Memcached down.
+
+    Parameters:
+      reason(str): What went wrong, in words for the log.
+      delay(int): Milliseconds to wait before the retry, or None for Dramatiq's backoff.
+    """
+
+    def __init__(self, reason: str, delay: int | None = None) -> None:
+        super().__init__(reason, delay=delay)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason

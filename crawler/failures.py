@@ -1,0 +1,56 @@
+"""One clear log line for every failed attempt, and for the last one above all."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+
+import dramatiq
+import pylibmc
+from dramatiq.middleware import CurrentMessage, Interrupt
+
+from crawler.errors import PermanentError, TransientError
+
+logger = logging.getLogger("example")
+
+
+def reports_failures(crawl: Callable[[str], None]) -> Callable[[str], None]:
+    """Wrap ``crawl(url)``: log each failure, say when a URL is given up, and
+    turn a Memcached failure into a retry."""
+
+    @functools.wraps(crawl)
+    def crawl_reporting_failures(url: str) -> None:
+        try:
+            crawl(url)
+        except pylibmc.Error as e:
+            error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
+            report(url, error)
+            raise error from e
+        except (Exception, Interrupt) as e:
+            report(url, e)
+            raise
+
+    return crawl_reporting_failures
+
+
+def report(url: str, error: BaseException) -> None:
+    retries, max_retries = 0, 0
+    message = CurrentMessage.get_current_message()
+    if message is not None:
+        actor = dramatiq.get_broker().get_actor(message.actor_name)
+        retries = message.options.get("retries", 0)
+        max_retries = message.options.get("max_retries", actor.options.get("max_retries", 0))
+    reason = str(error) or type(error).__name__
+    if isinstance(error, PermanentError):
+        logger.error("Giving up on URL %r: %s.", url, reason)
+    elif retries >= max_retries:
+        logger.error("Giving up on URL %r after %d attempts: %s.", url, retries + 1, reason)
+    else:
+        logger.warning(
+            "Attempt %d of %d at URL %r failed: %s. It will be retried.",
+            retries + 1,
+            max_retries + 1,
+            url,
+            reason,
+        )

@@ -1,0 +1,100 @@
+"""One bounded HTTP fetch: a total deadline, a size cap, and failures sorted by kind."""
+
+from __future__ import annotations
+
+import time
+from email.utils import parsedate_to_datetime
+
+import requests
+
+from crawler.environment import Limits
+from crawler.errors import PermanentError, TransientError
+
+#: Upstream's (connect, read) timeouts, in seconds.
+TIMEOUT = (3.05, 5)
+CHUNK = 64 * 1024
+
+#: Errors of the request itself that no retry can mend.
+_PERMANENT_REQUEST_ERRORS = (
+    requests.TooManyRedirects,
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.InvalidURL,
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidHeader,
+)
+
+
+def fetch(session: requests.Session, url: str, limits: Limits) -> requests.Response:
+    """GET ``url`` for streaming, or raise a :mod:`crawler.errors` error saying why not.
+
+    The response carries ``deadline`` (a ``time.monotonic()`` value) for :func:`read_body`.
+    """
+    deadline = time.monotonic() + limits.fetch_deadline
+    try:
+        response = session.get(url, timeout=TIMEOUT, stream=True)
+    except _PERMANENT_REQUEST_ERRORS as e:
+        raise PermanentError(f"{type(e).__name__}: {e}") from e
+    except (requests.ConnectionError, requests.Timeout) as e:
+        raise TransientError(f"{type(e).__name__}: {e}") from e
+    response.deadline = deadline  # type: ignore[attr-defined]
+    if response.status_code == 429 or response.status_code >= 500:
+        response.close()
+        raise TransientError(
+            f"HTTP {response.status_code} {response.reason}", delay=retry_after(response, limits)
+        )
+    if response.status_code >= 400:
+        response.close()
+        raise PermanentError(f"HTTP {response.status_code} {response.reason}")
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limits.max_body_bytes:
+        response.close()
+        raise PermanentError(f"the body of {length} bytes is over {limits.max_body_bytes}")
+    return response
+
+
+def is_html(response: requests.Response) -> bool:
+    return response.headers.get("content-type", "").lower().startswith("text/html")
+
+
+def read_body(response: requests.Response, limits: Limits) -> bytes:
+    """The decoded body, read within the fetch's deadline and size cap."""
+    deadline: float = response.deadline  # type: ignore[attr-defined]
+    raw = response.raw
+    body = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TransientError(f"the fetch took longer than {limits.fetch_deadline:g}s")
+        _bound_next_read(response, min(remaining, TIMEOUT[1]))
+        try:
+            chunk = raw.read1(CHUNK, decode_content=True)
+        except Exception as e:  # socket errors and urllib3's DecodeError, ProtocolError and kin
+            raise TransientError(f"{type(e).__name__} while reading: {e}") from e
+        if not chunk:
+            return bytes(body)
+        body += chunk
+        if len(body) > limits.max_body_bytes or raw.tell() > limits.max_body_bytes:
+            raise PermanentError(f"the body is over {limits.max_body_bytes} bytes")
+
+
+def _bound_next_read(response: requests.Response, seconds: float) -> None:
+    """Make the next socket read wait no longer than ``seconds``."""
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        sock.settimeout(max(seconds, 0.01))
+
+
+def retry_after(response: requests.Response, limits: Limits) -> int | None:
+    """The server's ``Retry-After``, in milliseconds and at most ``max_backoff``."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        seconds = float(value)
+    else:
+        try:
+            seconds = parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return int(min(max(seconds, 0) * 1000, limits.max_backoff))

@@ -1,0 +1,36 @@
+"""What the seeder checks before it enqueues anything, and how it names the broker."""
+
+from __future__ import annotations
+
+import argparse
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+
+from crawler.environment import rabbitmq_url, redis_url, uses_redis
+from crawler.links import without_fragment
+
+
+def http_url(value: str) -> str:
+    """An ``argparse`` type: an absolute http(s) URL, without its fragment."""
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL")
+    try:
+        if not parts.hostname:
+            raise argparse.ArgumentTypeError(f"{value!r} has no host name")
+        parts.port  # noqa: B018  (raises ValueError on a bad port)
+        requests.Request("GET", value).prepare()
+    except (ValueError, requests.RequestException) as e:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a valid URL: {e}") from e
+    return without_fragment(value)
+
+
+def broker_address() -> str:
+    """The broker the seeder talks to, password hidden, for error messages."""
+    url = redis_url() if uses_redis() else rabbitmq_url()
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    name = "Redis" if uses_redis() else "RabbitMQ"
+    return f"{name} at {urlunsplit((parts.scheme, netloc, parts.path, '', ''))}"
