@@ -61,14 +61,17 @@ def read_body(response: requests.Response, limits: Limits) -> bytes:
     deadline: float = response.deadline  # type: ignore[attr-defined]
     raw = response.raw
     body = bytearray()
+    overdue = TransientError(f"the fetch took longer than {limits.fetch_deadline:g}s")
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TransientError(f"the fetch took longer than {limits.fetch_deadline:g}s")
+            raise overdue
         _bound_next_read(response, min(remaining, TIMEOUT[1]))
         try:
             chunk = raw.read1(CHUNK, decode_content=True)
         except Exception as e:  # socket errors and urllib3's DecodeError, ProtocolError and kin
+            if time.monotonic() >= deadline:
+                raise overdue from e
             raise TransientError(f"{type(e).__name__} while reading: {e}") from e
         if not chunk:
             return bytes(body)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import dramatiq
 import pylibmc
@@ -32,13 +33,51 @@ def site() -> Iterator[SiteServer]:
     server.stop()
 
 
-@pytest.fixture
-def memcached() -> Iterator[pylibmc.Client]:
+#: Worker settings that keep fault tests short; the defaults users get are untouched.
+FAST_FAILURES = {
+    "CRAWLER_MIN_BACKOFF_MS": "100",
+    "CRAWLER_MAX_BACKOFF_MS": "2000",
+    "CRAWLER_FETCH_DEADLINE": "1.5",
+    "CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS": "5000",
+    "CRAWLER_REDIS_MAINTENANCE_CHANCE": "1000000",
+}
+
+
+@contextmanager
+def clean_memcached() -> Iterator[pylibmc.Client]:
     client = pylibmc.Client(memcached_servers(), binary=True)
     client.flush_all()
     yield client
     client.flush_all()
     client.disconnect_all()
+
+
+@contextmanager
+def clean_broker(name: str) -> Iterator[dict[str, str]]:
+    """The environment selecting broker ``name``, its crawler queues emptied around use."""
+    if name == "redis":
+        client = redis.Redis.from_url(TEST_REDIS_URL)
+        client.flushdb()
+        yield {"REDIS": "1", "REDIS_URL": TEST_REDIS_URL}
+        client.flushdb()
+        client.close()
+    else:
+        purge_rabbitmq()
+        yield {"RABBITMQ_URL": rabbitmq_url()}
+        purge_rabbitmq()
+
+
+def purge_rabbitmq() -> None:
+    broker = RabbitmqBroker(url=rabbitmq_url())
+    broker.declare_queue("default", ensure=True)
+    broker.flush_all()
+    broker.close()
+
+
+@pytest.fixture
+def memcached() -> Iterator[pylibmc.Client]:
+    with clean_memcached() as client:
+        yield client
 
 
 @pytest.fixture
@@ -68,19 +107,12 @@ def stub_worker(stub_broker: StubBroker) -> Iterator[dramatiq.Worker]:
 @pytest.fixture
 def rabbitmq_env(memcached: pylibmc.Client) -> Iterator[dict[str, str]]:
     """Environment for workers and seeder on RabbitMQ, its queue purged."""
-    broker = RabbitmqBroker(url=rabbitmq_url())
-    broker.declare_queue("default", ensure=True)
-    broker.flush_all()
-    yield {"RABBITMQ_URL": rabbitmq_url()}
-    broker.flush_all()
-    broker.close()
+    with clean_broker("rabbitmq") as env:
+        yield env
 
 
 @pytest.fixture
 def redis_env(memcached: pylibmc.Client) -> Iterator[dict[str, str]]:
     """Environment for workers and seeder on Redis (``REDIS=1``), its database flushed."""
-    client = redis.Redis.from_url(TEST_REDIS_URL)
-    client.flushdb()
-    yield {"REDIS": "1", "REDIS_URL": TEST_REDIS_URL}
-    client.flushdb()
-    client.close()
+    with clean_broker("redis") as env:
+        yield env

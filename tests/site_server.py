@@ -10,6 +10,7 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,11 +29,17 @@ class Request:
     time: float
 
 
+#: Answers a request itself: given the handler and how many times (1, 2, ...)
+#: this path has been requested, this one included.
+Behavior = Callable[[BaseHTTPRequestHandler, int], None]
+
+
 @dataclass
 class SiteServer:
-    """Serves ``pages`` (path -> Page) and logs each request."""
+    """Serves ``pages`` (path -> Page) or ``behaviors`` (path -> Behavior) and logs each request."""
 
     pages: dict[str, Page] = field(default_factory=dict)
+    behaviors: dict[str, Behavior] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -57,9 +64,10 @@ class SiteServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def record(self, path: str) -> None:
+    def record(self, path: str) -> int:
         with self._lock:
             self.requests.append(Request(path, time.monotonic()))
+            return sum(request.path == path for request in self.requests)
 
     def fetch_counts(self) -> Counter[str]:
         with self._lock:
@@ -71,20 +79,30 @@ def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
-            server.record(self.path)
-            page = server.pages.get(self.path)
-            if page is None:
-                page = Page(b"not found", content_type="text/plain", status=404)
-            self.send_response(page.status)
-            self.send_header("Content-Type", page.content_type)
-            self.send_header("Content-Length", str(len(page.body)))
-            self.end_headers()
-            self.wfile.write(page.body)
+            nth = server.record(self.path)
+            behavior = server.behaviors.get(self.path)
+            if behavior is not None:
+                behavior(self, nth)
+            else:
+                send(self, server.pages.get(self.path, NOT_FOUND))
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
     return Handler
+
+
+NOT_FOUND = Page(b"not found", content_type="text/plain", status=404)
+
+
+def send(handler: BaseHTTPRequestHandler, page: Page, **headers: str) -> None:
+    handler.send_response(page.status)
+    handler.send_header("Content-Type", page.content_type)
+    handler.send_header("Content-Length", str(len(page.body)))
+    for name, value in headers.items():
+        handler.send_header(name.replace("_", "-"), value)
+    handler.end_headers()
+    handler.wfile.write(page.body)
 
 
 def html(*hrefs: str, extra: str = "") -> Page:

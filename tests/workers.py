@@ -93,13 +93,18 @@ def seed(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def queued_messages(env: Mapping[str, str]) -> int:
-    """Messages waiting in the crawler's queues (ready, delayed for a retry, or held)."""
+def queued_messages(
+    env: Mapping[str, str], queues: tuple[str, ...] = ("default", "default.DQ")
+) -> int:
+    """Messages in the crawler's queues: by default those waiting, ready or delayed for a retry."""
     if env.get("REDIS") == "1":
         client = redis.Redis.from_url(env["REDIS_URL"])
         try:
             return sum(
-                int(client.hlen(f"dramatiq:{queue}.msgs")) for queue in ("default", "default.DQ")
+                int(client.zcard(f"dramatiq:{queue}"))
+                if queue.endswith(".XQ")
+                else int(client.hlen(f"dramatiq:{queue}.msgs"))
+                for queue in queues
             )
         finally:
             client.close()
@@ -107,11 +112,14 @@ def queued_messages(env: Mapping[str, str]) -> int:
     try:
         channel = connection.channel()
         return sum(
-            channel.queue_declare(queue, passive=True).method.message_count
-            for queue in ("default", "default.DQ")
+            channel.queue_declare(queue, passive=True).method.message_count for queue in queues
         )
     finally:
         connection.close()
+
+
+def dead_letters(env: Mapping[str, str]) -> int:
+    return queued_messages(env, ("default.XQ",))
 
 
 def environment(**overrides: str) -> dict[str, str]:
