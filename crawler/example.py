@@ -91,7 +91,9 @@ def crawl(url: str) -> None:
 
 
 def main(args: list[str]) -> int:
-    parser = argparse.ArgumentParser(description="Seed a crawl: enqueue URL for the workers.")
+    parser = argparse.ArgumentParser(
+        prog="python -m crawler.example", description="Seed a crawl: enqueue URL for the workers."
+    )
     parser.add_argument("url", type=http_url, help="an http:// or https:// URL to crawl")
     arguments = parser.parse_args(args)
     try:

@@ -8,6 +8,10 @@ database at ``CRAWLER_TEST_REDIS_URL`` (db 15 unless set) and flush Memcached at
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -116,3 +120,50 @@ def redis_env(memcached: pylibmc.Client) -> Iterator[dict[str, str]]:
     """Environment for workers and seeder on Redis (``REDIS=1``), its database flushed."""
     with clean_broker("redis") as env:
         yield env
+
+
+class MemcachedProcess:
+    """A Memcached of the test's own on a free port, to stop, pause and restart."""
+
+    def __init__(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port: int = sock.getsockname()[1]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        as_root = ["-u", "root"] if os.geteuid() == 0 else []
+        self.process = subprocess.Popen(
+            ["memcached", *as_root, "-l", "127.0.0.1", "-p", str(self.port)]
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                assert time.monotonic() < deadline, "memcached did not start"
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+
+@pytest.fixture
+def own_memcached() -> Iterator[MemcachedProcess]:
+    memcached = MemcachedProcess()
+    yield memcached
+    memcached.stop()

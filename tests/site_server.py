@@ -10,7 +10,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -41,6 +41,8 @@ class SiteServer:
     pages: dict[str, Page] = field(default_factory=dict)
     behaviors: dict[str, Behavior] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
+    #: Seconds every answer waits, so a crawl is still running when a test intervenes.
+    delay: float = 0.0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -69,6 +71,10 @@ class SiteServer:
             self.requests.append(Request(path, time.monotonic()))
             return sum(request.path == path for request in self.requests)
 
+    def fetched(self, paths: Iterable[str]) -> bool:
+        """True once every one of ``paths`` has been requested."""
+        return set(paths) <= set(self.fetch_counts())
+
     def fetch_counts(self) -> Counter[str]:
         with self._lock:
             return Counter(request.path for request in self.requests)
@@ -80,6 +86,7 @@ def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             nth = server.record(self.path)
+            time.sleep(server.delay)
             behavior = server.behaviors.get(self.path)
             if behavior is not None:
                 behavior(self, nth)

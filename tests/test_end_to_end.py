@@ -33,11 +33,3 @@ def test_workers_fetch_every_page_of_a_site_exactly_once(
     assert workers.count("Crawling '") == PAGES
     assert workers.count("already been visited") == 0
     assert workers.count("Traceback") == 0
-
-
-def test_seeder_prints_usage_and_fails_without_a_url() -> None:
-    result = seed(environment())
-
-    assert result.returncode == 2
-    assert "usage:" in result.stderr
-    assert "url" in result.stderr

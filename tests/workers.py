@@ -38,6 +38,7 @@ class WorkerProcesses:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            start_new_session=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -55,6 +56,9 @@ class WorkerProcesses:
         with self._changed:
             return sum(text in line for line in self.lines)
 
+    def logged_any(self, text: str) -> bool:
+        return self.count(text) > 0
+
     def wait_until(self, condition: Callable[[], bool], *, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -66,6 +70,14 @@ class WorkerProcesses:
                         + "\n".join(self.lines[-30:])
                     )
                 self._changed.wait(min(remaining, 0.5))
+
+    def kill(self) -> None:
+        """``kill -9`` the main process and its worker processes at once."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self._reader.join(timeout=5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def stop(self) -> int:
         if self.process.poll() is None:

@@ -1,0 +1,118 @@
+"""Workers killed, stopped or crashing mid-crawl: nothing lost, duplicates bounded."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from tests.conftest import FAST_FAILURES
+from tests.site_server import SiteServer, generate_site, html, page_path, send
+from tests.workers import WorkerProcesses, dead_letters, environment, queued_messages, seed
+
+PAGES = 150
+PROCESSES, THREADS = 2, 4
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_kill_9_mid_crawl_then_a_fresh_worker_fetches_every_page(
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+) -> None:
+    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
+    site.delay = 0.02
+    every_page = [page_path(i) for i in range(PAGES)]
+
+    doomed = WorkerProcesses(env, processes=PROCESSES, threads=THREADS)
+    assert seed(env, site.url(page_path(0))).returncode == 0
+    doomed.wait_until(lambda: doomed.count("Done crawling") >= 30)
+    doomed.kill()
+    assert not site.fetched(every_page)
+
+    fresh = WorkerProcesses(env, processes=PROCESSES, threads=THREADS)
+    try:
+        # On Redis the killed worker's messages come back once its heartbeat expires.
+        fresh.wait_until(lambda: site.fetched(every_page) and queued_messages(env) == 0, timeout=90)
+    finally:
+        assert fresh.stop() == 0
+
+    assert queued_messages(env) == 0
+    fetched_twice = [path for path, n in site.fetch_counts().items() if n > 1]
+    # Only what the killed worker had in hand may be fetched again.
+    assert len(fetched_twice) <= PROCESSES * THREADS
+    assert all(n <= 2 for n in site.fetch_counts().values())
+
+
+def test_sigterm_mid_fetch_finishes_the_fetch_and_loses_nothing(
+    site: SiteServer, rabbitmq_env: dict[str, str]
+) -> None:
+    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    site.pages.update(generate_site(site.base_url, pages=40, links_per_page=3))
+    in_slow_fetch = threading.Event()
+
+    def slow(handler: BaseHTTPRequestHandler, nth: int) -> None:
+        in_slow_fetch.set()
+        threading.Event().wait(1.0)  # the worker is told to stop while it waits here
+        send(handler, html(site.url(page_path(1))))
+
+    site.behaviors["/slow.html"] = slow
+    site.pages[page_path(0)] = html(site.url("/slow.html"))
+    every_page = ["/slow.html", *(page_path(i) for i in range(40))]
+
+    first = WorkerProcesses(env, processes=1, threads=2)
+    assert seed(env, site.url(page_path(0))).returncode == 0
+    assert in_slow_fetch.wait(timeout=30)
+    assert first.stop() == 0
+    assert first.count(f"Done crawling {site.url('/slow.html')!r}") == 1
+
+    second = WorkerProcesses(env, processes=1, threads=2)
+    try:
+        second.wait_until(lambda: site.fetched(every_page))
+    finally:
+        assert second.stop() == 0
+
+    assert queued_messages(env) == 0
+    assert site.fetch_counts() == dict.fromkeys(every_page, 1)
+
+
+def test_a_page_that_kills_every_worker_is_given_up_after_max_deliveries(
+    site: SiteServer, rabbitmq_env: dict[str, str]
+) -> None:
+    env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_MAX_DELIVERIES="2")
+    killer_reached = threading.Event()
+
+    def killer(handler: BaseHTTPRequestHandler, nth: int) -> None:
+        killer_reached.set()
+        threading.Event().wait(10)  # the test kills the worker meanwhile
+
+    site.behaviors["/killer.html"] = killer
+    others = [f"/other/{i}.html" for i in range(5)]
+    site.pages["/"] = html(site.url("/killer.html"), *map(site.url, others))
+    site.pages.update(dict.fromkeys(others, html()))
+    assert seed(env, site.url("/")).returncode == 0
+    killer_url = site.url("/killer.html")
+
+    def next_workers_reach_killer() -> WorkerProcesses:
+        workers = WorkerProcesses(env, processes=1, threads=2)
+        workers.wait_until(lambda: killer_reached.is_set() or workers.count("Giving up on URL") > 0)
+        return workers
+
+    kills = 0
+    workers = next_workers_reach_killer()
+    while killer_reached.is_set():
+        assert kills < 2, "the killer page was delivered again after the bound"
+        workers.kill()
+        kills += 1
+        killer_reached.clear()
+        workers = next_workers_reach_killer()
+    workers.wait_until(lambda: site.fetched(["/", *others]))
+    assert workers.stop() == 0
+
+    assert kills == 2
+    assert site.fetch_counts()["/killer.html"] == 2
+    assert (
+        workers.count(f"Giving up on URL {killer_url!r}: delivered 3 times without finishing") == 1
+    )
+    assert dead_letters(env) == 1
+    assert queued_messages(env) == 0

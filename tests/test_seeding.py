@@ -1,0 +1,50 @@
+"""``python -m crawler.example URL``: a bad URL is refused and nothing is enqueued."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.workers import environment, queued_messages, seed
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("not-a-url", "'not-a-url' is not an http:// or https:// URL"),
+        ("ftp://127.0.0.1/file", "'ftp://127.0.0.1/file' is not an http:// or https:// URL"),
+        ("http://", "'http://' has no host name"),
+        (
+            "http://127.0.0.1:99999/",
+            "'http://127.0.0.1:99999/' is not a valid URL: Port out of range 0-65535",
+        ),
+    ],
+)
+def test_seeder_refuses_a_bad_url_and_enqueues_nothing(
+    url: str, reason: str, rabbitmq_env: dict[str, str]
+) -> None:
+    env = environment(**rabbitmq_env)
+
+    result = seed(env, url)
+
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"python -m crawler.example: error: argument url: {reason}"
+    )
+    assert queued_messages(env) == 0
+
+
+def test_seeder_enqueues_one_message_for_a_good_url(rabbitmq_env: dict[str, str]) -> None:
+    env = environment(**rabbitmq_env)
+
+    result = seed(env, "http://127.0.0.1:1/page.html#section")
+
+    assert result.returncode == 0, result.stderr
+    assert queued_messages(env) == 1
+
+
+def test_seeder_prints_usage_and_fails_without_a_url() -> None:
+    result = seed(environment())
+
+    assert result.returncode == 2
+    assert "usage:" in result.stderr
+    assert "url" in result.stderr
