@@ -8,7 +8,7 @@ from tests.site_server import SiteServer, generate_site, page_path
 from tests.workers import WorkerProcesses, environment, queued_messages, seed
 
 PAGES = 300
-LINKS_PER_PAGE = 5
+LINKS_PER_PAGE = 10
 
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])

@@ -1,0 +1,54 @@
+"""Settings read from the environment, and what a worker says when one is wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawler.environment import limits_from_environment, memcached_servers, rabbitmq_url
+from tests.workers import WorkerProcesses, environment
+
+
+def test_rabbitmq_url_gets_dramatiqs_connection_defaults_unless_it_sets_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RABBITMQ_URL", "amqp://u:p@mq:5673/vhost?heartbeat=30")
+
+    assert rabbitmq_url() == (
+        "amqp://u:p@mq:5673/vhost?heartbeat=30&connection_attempts=5&blocked_connection_timeout=30"
+    )
+
+
+def test_memcached_servers_are_a_comma_separated_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMCACHED_SERVERS", "mc1:11211, mc2 ,")
+
+    assert memcached_servers() == ["mc1:11211", "mc2"]
+
+
+def test_limits_come_from_crawler_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CRAWLER_FETCH_DEADLINE", "2.5")
+    monkeypatch.setenv("CRAWLER_MAX_LINKS_PER_PAGE", "7")
+
+    limits = limits_from_environment()
+
+    assert (limits.fetch_deadline, limits.max_links_per_page) == (2.5, 7)
+    assert limits.max_body_bytes == 10 * 1024 * 1024
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3"])
+def test_a_bad_limit_is_refused_naming_the_variable(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAWLER_MAX_BODY_BYTES", value)
+
+    with pytest.raises(
+        ValueError, match=f"CRAWLER_MAX_BODY_BYTES must be a positive number, not '{value}'"
+    ):
+        limits_from_environment()
+
+
+def test_a_worker_with_a_bad_limit_stops_at_start_up_saying_why() -> None:
+    workers = WorkerProcesses(environment(CRAWLER_FETCH_DEADLINE="soon"), processes=1, threads=1)
+
+    assert workers.process.wait(timeout=60) != 0
+    workers.stop()
+    assert workers.logged_any("CRAWLER_FETCH_DEADLINE must be a positive number, not 'soon'")
