@@ -12,7 +12,16 @@ import dramatiq
 
 
 class PermanentError(Exception):
-    """Retrying cannot help: a 4xx answer, a bad URL, a redirect loop, a page too large."""
+    """Retrying cannot help: a 4xx answer, a bad URL, a redirect loop, a page too large.
+
+    Parameters:
+      reason(str): What went wrong, in words for the log.
+      status(int): The HTTP status the server answered, where there was one.
+    """
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
 
 
 class TransientError(dramatiq.Retry):
@@ -21,11 +30,13 @@ class TransientError(dramatiq.Retry):
     Parameters:
       reason(str): What went wrong, in words for the log.
       delay(int): Milliseconds to wait before the retry, or None for Dramatiq's backoff.
+      status(int): The HTTP status the server answered, where there was one.
     """
 
-    def __init__(self, reason: str, delay: int | None = None) -> None:
+    def __init__(self, reason: str, delay: int | None = None, status: int | None = None) -> None:
         super().__init__(reason, delay=delay)
         self.reason = reason
+        self.status = status
 
     def __str__(self) -> str:
         return self.reason

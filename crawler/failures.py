@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from typing import TypeVar
 
 import dramatiq
 import pylibmc
@@ -13,16 +14,17 @@ from dramatiq.middleware import CurrentMessage, Interrupt
 from crawler.errors import PermanentError, TransientError
 
 logger = logging.getLogger("example")
+R = TypeVar("R")
 
 
-def reports_failures(crawl: Callable[[str], None]) -> Callable[[str], None]:
+def reports_failures(crawl: Callable[[str], R]) -> Callable[[str], R]:
     """Wrap ``crawl(url)``: log each failure, say when a URL is given up, and
     turn a Memcached failure into a retry."""
 
     @functools.wraps(crawl)
-    def crawl_reporting_failures(url: str) -> None:
+    def crawl_reporting_failures(url: str) -> R:
         try:
-            crawl(url)
+            return crawl(url)
         except pylibmc.Error as e:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
             report(url, error)

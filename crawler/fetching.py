@@ -40,11 +40,15 @@ def fetch(session: requests.Session, url: str, limits: Limits) -> requests.Respo
     if response.status_code == 429 or response.status_code >= 500:
         response.close()
         raise TransientError(
-            f"HTTP {response.status_code} {response.reason}", delay=retry_after(response, limits)
+            f"HTTP {response.status_code} {response.reason}",
+            delay=retry_after(response, limits),
+            status=response.status_code,
         )
     if response.status_code >= 400:
         response.close()
-        raise PermanentError(f"HTTP {response.status_code} {response.reason}")
+        raise PermanentError(
+            f"HTTP {response.status_code} {response.reason}", status=response.status_code
+        )
     length = response.headers.get("content-length", "")
     if length.isdigit() and int(length) > limits.max_body_bytes:
         response.close()

@@ -1,0 +1,83 @@
+"""An in-process stand-in for Memcached with the same ``add`` semantics, for ``--local``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+
+class MemoryClient:
+    """The subset of ``pylibmc.Client`` the crawler uses, thread-safe, with expiry."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, tuple[Any, float]] = {}
+
+    def _live(self, key: str, now: float) -> Any:
+        value, expires = self._items.get(key, (None, 0.0))
+        if expires and expires <= now:
+            del self._items[key]
+            return None
+        return value
+
+    @staticmethod
+    def _expiry(now: float, seconds: float) -> float:
+        return now + seconds if seconds else 0.0
+
+    def get(self, key: str) -> Any:
+        with self._lock:
+            return self._live(key, _now())
+
+    def get_multi(self, keys: Iterable[str]) -> dict[str, Any]:
+        with self._lock:
+            now = time.monotonic()
+            found = {key: self._live(key, now) for key in keys}
+        return {key: value for key, value in found.items() if value is not None}
+
+    def set(self, key: str, value: Any, time: float = 0) -> bool:
+        with self._lock:
+            self._items[key] = (value, self._expiry(_now(), time))
+            return True
+
+    def add(self, key: str, value: Any, time: float = 0) -> bool:
+        return not self.add_multi({key: value}, time=time)
+
+    def add_multi(self, mapping: Mapping[str, Any], time: float = 0) -> list[str]:
+        """Store each key that is absent; return the keys that were already there."""
+        taken = []
+        with self._lock:
+            now = _now()
+            for key, value in mapping.items():
+                if self._live(key, now) is None:
+                    self._items[key] = (value, self._expiry(now, time))
+                else:
+                    taken.append(key)
+        return taken
+
+    def incr(self, key: str, delta: int = 1) -> int:
+        with self._lock:
+            now = _now()
+            value = self._live(key, now)
+            if value is None:
+                raise KeyError(key)
+            expires = self._items[key][1]
+            self._items[key] = (int(value) + delta, expires)
+            return int(value) + delta
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+class MemoryPool:
+    """Stands where ``pylibmc.ThreadMappedPool`` does: ``with pool.reserve() as client``."""
+
+    def __init__(self) -> None:
+        self.client = MemoryClient()
+
+    @contextmanager
+    def reserve(self) -> Iterator[MemoryClient]:
+        yield self.client

@@ -1,0 +1,99 @@
+"""Live progress of a crawl: a bar on a terminal, periodic lines elsewhere, and a summary."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import Counter
+from typing import TextIO
+
+from crawler.records import CRAWLED, DUPLICATE, FAILED, NOT_HTML, RETRYING, Record
+
+#: Seconds between plain progress lines when the output is not a terminal.
+LINE_INTERVAL = 5.0
+
+
+class Progress:
+    """Counts records as they come, from any thread, and shows them on ``stream``."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.is_terminal = stream.isatty()
+        self.started = time.monotonic()
+        self.counts: Counter[str] = Counter()
+        self.discovered = 0
+        self.failures: list[Record] = []
+        self._lock = threading.Lock()
+        self._last_line = self.started
+        self._bar_shown = False
+
+    def discover(self) -> None:
+        with self._lock:
+            self.discovered += 1
+
+    def record(self, record: Record) -> None:
+        with self._lock:
+            self.counts[record.get("outcome", CRAWLED)] += 1
+            if record.get("outcome") == FAILED:
+                self.failures.append(record)
+
+    @property
+    def done(self) -> int:
+        return sum(n for outcome, n in self.counts.items() if outcome != RETRYING)
+
+    def line(self) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        fetched = self.counts[CRAWLED] + self.counts[NOT_HTML]
+        return (
+            f"{self.done} done / {self.discovered} discovered, "
+            f"{fetched / elapsed:.1f} pages/s, "
+            f"{self.counts[RETRYING] + self.counts[FAILED]} errors"
+        )
+
+    def show(self) -> None:
+        """Redraw the bar on a terminal; elsewhere, print a line every few seconds."""
+        with self._lock:
+            if self.is_terminal:
+                self.stream.write("\r\033[K" + self.line())
+                self._bar_shown = True
+            elif time.monotonic() - self._last_line >= LINE_INTERVAL:
+                self.stream.write(self.line() + "\n")
+                self._last_line = time.monotonic()
+            self.stream.flush()
+
+    def clear(self) -> None:
+        """Take the bar off the terminal line, so a log line or the summary can go there."""
+        if self._bar_shown:
+            self.stream.write("\r\033[K")
+            self._bar_shown = False
+
+    def summary(self, *, interrupted: bool = False) -> str:
+        with self._lock:
+            self.clear()
+            elapsed = time.monotonic() - self.started
+            fetched = self.counts[CRAWLED] + self.counts[NOT_HTML]
+            lines = [
+                ("Interrupted" if interrupted else "Finished")
+                + f" after {elapsed:.1f}s: {fetched} pages fetched"
+                f" ({fetched / max(elapsed, 1e-9):.1f} pages/s),"
+                f" {self.counts[NOT_HTML]} skipped as not HTML,"
+                f" {self.counts[DUPLICATE]} skipped as duplicates,"
+                f" {self.counts[FAILED]} failed.",
+            ]
+            lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
+            return "\n".join(lines)
+
+
+class ProgressLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Log lines that first clear the progress bar, so the two never share a line."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__(progress.stream)
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.progress._lock:
+            self.progress.clear()
+            super().emit(record)
