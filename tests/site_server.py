@@ -45,7 +45,7 @@ class SiteServer:
     delay: float = 0.0
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -69,7 +69,13 @@ class SiteServer:
     def record(self, path: str) -> int:
         with self._lock:
             self.requests.append(Request(path, time.monotonic()))
+            self._lock.notify_all()
             return sum(request.path == path for request in self.requests)
+
+    def wait_for_requests(self, count: int, *, timeout: float = 30) -> None:
+        with self._lock:
+            answered = self._lock.wait_for(lambda: len(self.requests) >= count, timeout)
+        assert answered, f"the site saw {len(self.requests)} requests, not {count}, in {timeout}s"
 
     def fetched(self, paths: Iterable[str]) -> bool:
         """True once every one of ``paths`` has been requested."""
