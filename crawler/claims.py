@@ -59,17 +59,30 @@ def finish(client: Any, key: str) -> None:
     client.set(key, DONE, time=CLAIM_TTL)
 
 
-def bound_deliveries(client: Any, message: dramatiq.Message[Any], max_deliveries: int) -> None:
-    """Give up on an attempt that keeps coming back unfinished (a worker died on it each time).
+def bound_deliveries(client: Any, message: dramatiq.Message[Any], max_deliveries: int) -> bool:
+    """Give up on an attempt that keeps coming back unfinished (a worker died on it each time);
+    True on the very first delivery of the message.
 
-    Retries are counted by Dramatiq; this counts the deliveries of one attempt.
+    Retries are counted by Dramatiq and deferrals (rate limits) by :func:`defer`; this
+    counts the deliveries of one attempt.
     """
-    key = f"deliveries:{message.message_id}:{message.options.get('retries', 0)}"
+    retries, deferrals = message.options.get("retries", 0), message.options.get("deferrals", 0)
+    key = f"deliveries:{message.message_id}:{retries}:{deferrals}"
     deliveries = 1 if client.add(key, 1, time=CLAIM_TTL) else int(client.incr(key))
     if deliveries > max_deliveries:
         raise PermanentError(
             f"delivered {deliveries} times without finishing; a worker may be dying on it"
         )
+    return deliveries == 1 and retries == 0 and deferrals == 0
+
+
+def defer(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int) -> None:
+    """Send the message again, same id (so it keeps its claim), ``delay`` ms from now.
+
+    Unlike a retry this is no failure: rate-limited messages wait, however often.
+    """
+    deferrals = message.options.get("deferrals", 0) + 1
+    broker.enqueue(message.copy(options={"deferrals": deferrals}), delay=delay)
 
 
 def child_message_id(parent_id: str, url: str) -> str:
@@ -78,11 +91,17 @@ def child_message_id(parent_id: str, url: str) -> str:
 
 
 def send_claimed(
-    client: Any, actor: dramatiq.Actor[Any, Any], parent_id: str, urls: Iterable[str]
+    client: Any,
+    actor: dramatiq.Actor[Any, Any],
+    parent_id: str,
+    urls: Iterable[str],
+    kwargs: dict[str, Any],
 ) -> int:
-    """Send ``actor(url)`` for each URL nobody has claimed yet; return how many were sent."""
+    """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet; return how many."""
     messages = {
-        url_hash(url): actor.message(url).copy(message_id=child_message_id(parent_id, url))
+        url_hash(url): actor.message_with_options(args=(url,), kwargs=kwargs).copy(
+            message_id=child_message_id(parent_id, url)
+        )
         for url in urls
     }
     if not messages:

@@ -85,9 +85,13 @@ class Limits:
     max_backoff: int = 300_000
 
 
+#: The actor's ``time_limit``, in seconds; a fetch's deadline must stay below it.
+ACTOR_TIME_LIMIT = 10.0
+
+
 def limits_from_environment() -> Limits:
     defaults = Limits()
-    return Limits(
+    limits = Limits(
         fetch_deadline=number("CRAWLER_FETCH_DEADLINE", defaults.fetch_deadline),
         max_body_bytes=int(number("CRAWLER_MAX_BODY_BYTES", defaults.max_body_bytes)),
         max_links_per_page=int(number("CRAWLER_MAX_LINKS_PER_PAGE", defaults.max_links_per_page)),
@@ -95,6 +99,11 @@ def limits_from_environment() -> Limits:
         min_backoff=int(number("CRAWLER_MIN_BACKOFF_MS", defaults.min_backoff)),
         max_backoff=int(number("CRAWLER_MAX_BACKOFF_MS", defaults.max_backoff)),
     )
+    if limits.fetch_deadline >= ACTOR_TIME_LIMIT:
+        raise ValueError(
+            f"CRAWLER_FETCH_DEADLINE must be below the actor's {ACTOR_TIME_LIMIT:g}s time limit"
+        )
+    return limits
 
 
 def number(name: str, default: float) -> float:

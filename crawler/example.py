@@ -13,14 +13,16 @@ import sys
 from contextlib import closing
 from pathlib import Path
 from threading import local
+from typing import Any
 
 import dramatiq
 import pylibmc
 import redis
 import requests
 from dramatiq.errors import BrokerConnectionError
+from dramatiq.rate_limits.backends import MemcachedBackend
 
-from crawler import claims, local_crawl, records
+from crawler import claims, local_crawl, options, politeness, records
 from crawler.environment import (
     limits_from_environment,
     make_broker,
@@ -30,13 +32,19 @@ from crawler.environment import (
 from crawler.errors import PermanentError
 from crawler.failures import reports_failures
 from crawler.fetching import fetch, is_html, read_body
+from crawler.html_links import html_links
 from crawler.links import clean_anchor
-from crawler.records import duplicate_record, page_record
+from crawler.network_guard import fetch_was_public, guarded_session, start_fetch
+from crawler.options import CrawlOptions
+from crawler.scope import child_arguments, links_to_follow
 from crawler.seeding import broker_address, http_url, positive_int
 
 logger = logging.getLogger("example")
 memcache_client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
 memcache_pool = pylibmc.ThreadMappedPool(memcache_client)
+rate_limits_backend = MemcachedBackend(
+    servers=memcached_servers(), binary=True, behaviors=memcached_behaviors()
+)
 anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()
@@ -48,8 +56,15 @@ dramatiq.set_broker(broker)
 def get_session() -> requests.Session:
     session = getattr(state, "session", None)
     if session is None:
-        session = state.session = requests.Session()
+        session = state.session = guarded_session()
     return session
+
+
+def find_anchors(body: bytes, page_url: str, crawl_options: CrawlOptions) -> list[str]:
+    """Upstream's regex by default; an HTML tokenizer with ``--follow-relative``."""
+    if crawl_options.follow_relative:
+        return html_links(body, page_url)
+    return [clean_anchor(match.group(1)) for match in anchor_re.finditer(body)]
 
 
 @dramatiq.actor(
@@ -60,39 +75,59 @@ def get_session() -> requests.Session:
     max_backoff=limits.max_backoff,
 )
 @reports_failures
-def crawl(url: str) -> None:
+def crawl(
+    url: str, depth: int = 0, options: dict[str, Any] | None = None, via_public: bool = False
+) -> None:
+    crawl_options = CrawlOptions.from_message(options)
     message = claims.current_message(crawl, url)
     url_hash = claims.url_hash(url)
     with memcache_pool.reserve() as client:
         added = claims.claim(client, url_hash, message.message_id)
         if not added:
             logger.warning("URL %r has already been visited. Skipping...", url)
-            records.note(duplicate_record(url))
+            records.note(records.skipped_record(url, records.DUPLICATE))
             return
-        claims.bound_deliveries(client, message, limits.max_deliveries)
+        first_delivery = claims.bound_deliveries(client, message, limits.max_deliveries)
+        if politeness.over_budget(client, crawl_options, first_delivery):
+            logger.warning("Skipping URL %r since the crawl's page budget is spent.", url)
+            records.note(records.skipped_record(url, records.OVER_BUDGET))
+            return
+
+    session = get_session()
+    with memcache_pool.reserve() as client:
+        verdict = politeness.check(client, rate_limits_backend, session, url, crawl_options)
+    if verdict == politeness.DISALLOWED:
+        logger.warning("Skipping URL %r since robots.txt disallows it.", url)
+        records.note(records.skipped_record(url, records.DISALLOWED))
+        return
+    if verdict == politeness.RATE_LIMITED:
+        claims.defer(crawl.broker, message, delay=politeness.DEFER_MS)
+        records.note(records.skipped_record(url, records.DEFERRED))
+        return
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
-    session = get_session()
-    with closing(fetch(session, url, limits)) as response:
+    start_fetch(via_public)
+    with closing(fetch(session, url, limits, crawl_options.user_agent)) as response:
         if not is_html(response):
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
             anchors = []
-            for match in anchor_re.finditer(read_body(response, limits)):
-                anchor = clean_anchor(match.group(1))
+            for anchor in find_anchors(read_body(response, limits), response.url, crawl_options):
                 if anchor.startswith("http://") or anchor.startswith("https://"):
                     anchors.append(anchor)
                     if len(anchors) == limits.max_links_per_page:
                         logger.warning("Taking only the first %d links of %r.", len(anchors), url)
                         break
 
+    links = links_to_follow(anchors or [], crawl_options, depth)
     with memcache_pool.reserve() as client:
-        claims.send_claimed(client, crawl, message.message_id, anchors or [])
+        kwargs = child_arguments(depth, options, via_public=fetch_was_public())
+        claims.send_claimed(client, crawl, message.message_id, links, kwargs)
         claims.finish(client, url_hash)
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
-    records.note(page_record(url, response, anchors))
+    records.note(records.page_record(url, response, anchors, depth))
 
 
 def main(args: list[str]) -> int:
@@ -101,6 +136,7 @@ def main(args: list[str]) -> int:
         description="Seed a crawl: enqueue URLs for the workers, or crawl them right here.",
     )
     parser.add_argument("urls", metavar="url", nargs="+", type=http_url, help="an http(s) URL")
+    options.add_arguments(parser)
     local_mode = parser.add_argument_group("local mode: one process, no services")
     local_mode.add_argument(
         "--local", action="store_true", help="crawl in this process until nothing is left"
@@ -109,10 +145,13 @@ def main(args: list[str]) -> int:
     local_mode.add_argument("--output", type=Path, help="write one JSON line per crawled URL")
     local_mode.add_argument("-v", "--verbose", action="store_true", help="log every page")
     arguments = parser.parse_args(args)
+    crawl_options = options.from_arguments(arguments, arguments.urls)
+    kwargs = {"options": crawl_options.to_message()} if crawl_options.to_message() else {}
     if arguments.local:
         return local_crawl.run(
             sys.modules[__name__],
             arguments.urls,
+            kwargs,
             threads=arguments.threads or 8,
             output=arguments.output,
             verbose=arguments.verbose,
@@ -122,10 +161,12 @@ def main(args: list[str]) -> int:
             parser.error(f"--{option} works with --local only")
     try:
         for url in arguments.urls:
-            crawl.send(url)
+            crawl.send_with_options(args=(url,), kwargs=kwargs)
     except (BrokerConnectionError, redis.ConnectionError) as e:
         print(f"error: cannot reach {broker_address()}: {e}", file=sys.stderr)
         return 1
+    if crawl_options.crawl_id:
+        print(f"crawl {crawl_options.crawl_id} seeded with {len(arguments.urls)} URL(s)")
     return 0
 
 

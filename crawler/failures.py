@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 import dramatiq
 import pylibmc
@@ -14,17 +14,19 @@ from dramatiq.middleware import CurrentMessage, Interrupt
 from crawler.errors import PermanentError, TransientError
 
 logger = logging.getLogger("example")
+P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def reports_failures(crawl: Callable[[str], R]) -> Callable[[str], R]:
+def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
     """Wrap ``crawl(url)``: log each failure, say when a URL is given up, and
     turn a Memcached failure into a retry."""
 
     @functools.wraps(crawl)
-    def crawl_reporting_failures(url: str) -> R:
+    def crawl_reporting_failures(*args: P.args, **kwargs: P.kwargs) -> R:
+        url = str(args[0] if args else kwargs["url"])
         try:
-            return crawl(url)
+            return crawl(*args, **kwargs)
         except pylibmc.Error as e:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
             report(url, error)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from email.utils import parsedate_to_datetime
+from urllib.parse import urljoin, urlsplit
 
 import requests
+from requests.utils import requote_uri
 
 from crawler.environment import Limits
 from crawler.errors import PermanentError, TransientError
@@ -14,9 +16,11 @@ from crawler.errors import PermanentError, TransientError
 TIMEOUT = (3.05, 5)
 CHUNK = 64 * 1024
 
+#: Redirects followed at most, as requests does.
+MAX_REDIRECTS = 30
+
 #: Errors of the request itself that no retry can mend.
 _PERMANENT_REQUEST_ERRORS = (
-    requests.TooManyRedirects,
     requests.exceptions.InvalidSchema,
     requests.exceptions.InvalidURL,
     requests.exceptions.MissingSchema,
@@ -24,18 +28,27 @@ _PERMANENT_REQUEST_ERRORS = (
 )
 
 
-def fetch(session: requests.Session, url: str, limits: Limits) -> requests.Response:
+def fetch(
+    session: requests.Session, url: str, limits: Limits, user_agent: str
+) -> requests.Response:
     """GET ``url`` for streaming, or raise a :mod:`crawler.errors` error saying why not.
 
-    The response carries ``deadline`` (a ``time.monotonic()`` value) for :func:`read_body`.
+    Redirects are followed here, not by requests, so that every hop keeps to the
+    deadline and no redirect's body is read.  The response carries ``deadline``
+    (a ``time.monotonic()`` value) for :func:`read_body`.
     """
     deadline = time.monotonic() + limits.fetch_deadline
-    try:
-        response = session.get(url, timeout=TIMEOUT, stream=True)
-    except _PERMANENT_REQUEST_ERRORS as e:
-        raise PermanentError(f"{type(e).__name__}: {e}") from e
-    except (requests.ConnectionError, requests.Timeout) as e:
-        raise TransientError(f"{type(e).__name__}: {e}") from e
+    for _hop in range(MAX_REDIRECTS + 1):
+        response = _get(session, url, user_agent, deadline, limits)
+        target = session.get_redirect_target(response)
+        if target is None:
+            break
+        response.close()
+        url = requote_uri(urljoin(response.url, target))
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise PermanentError(f"InvalidSchema: a redirect to {url!r}")
+    else:
+        raise PermanentError(f"TooManyRedirects: more than {MAX_REDIRECTS} redirects")
     response.deadline = deadline  # type: ignore[attr-defined]
     if response.status_code == 429 or response.status_code >= 500:
         response.close()
@@ -54,6 +67,27 @@ def fetch(session: requests.Session, url: str, limits: Limits) -> requests.Respo
         response.close()
         raise PermanentError(f"the body of {length} bytes is over {limits.max_body_bytes}")
     return response
+
+
+def _get(
+    session: requests.Session, url: str, user_agent: str, deadline: float, limits: Limits
+) -> requests.Response:
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TransientError(f"the fetch took longer than {limits.fetch_deadline:g}s")
+    timeout = (min(TIMEOUT[0], remaining), min(TIMEOUT[1], remaining))
+    try:
+        return session.get(
+            url,
+            headers={"User-Agent": user_agent},
+            timeout=timeout,
+            stream=True,
+            allow_redirects=False,
+        )
+    except _PERMANENT_REQUEST_ERRORS as e:
+        raise PermanentError(f"{type(e).__name__}: {e}") from e
+    except (requests.ConnectionError, requests.Timeout) as e:
+        raise TransientError(f"{type(e).__name__}: {e}") from e
 
 
 def is_html(response: requests.Response) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import string
-from urllib.parse import quote, urldefrag
+from urllib.parse import quote, urldefrag, urlsplit, urlunsplit
 
 #: Printable ASCII stays as written; anything else (spaces, controls, non-ASCII
 #: bytes) is percent-encoded, as a browser does before it sends a request.
@@ -18,9 +18,28 @@ def clean_anchor(raw: bytes) -> str:
     percent-encoded instead of aborting the page, and ``#fragment`` is dropped
     so ``a.html#x`` and ``a.html`` are one page.
     """
-    text = html.unescape(raw.decode("utf-8", "surrogateescape"))
-    url = quote(text.strip().encode("utf-8", "surrogateescape"), safe=_KEEP)
+    return clean_href(html.unescape(raw.decode("utf-8", "surrogateescape")))
+
+
+def clean_href(text: str) -> str:
+    """An ``href`` whose entities are decoded already, percent-encoded, without fragment;
+    a host name that is not ASCII is IDNA-encoded (``bücher.de`` -> ``xn--bcher-kva.de``)."""
+    text = _idna_host(text.strip())
+    url = quote(text.encode("utf-8", "surrogateescape"), safe=_KEEP)
     return without_fragment(url)
+
+
+def _idna_host(text: str) -> str:
+    try:
+        parts = urlsplit(text)
+        if parts.netloc.isascii() or not parts.hostname:
+            return text
+        host = parts.hostname.encode("idna").decode("ascii")
+    except (ValueError, UnicodeError):
+        return text
+    netloc = parts.netloc.rpartition("@")
+    hostport = netloc[2].lower().replace(parts.hostname, host, 1)
+    return urlunsplit(parts._replace(netloc=netloc[0] + netloc[1] + hostport))
 
 
 def without_fragment(url: str) -> str:

@@ -8,13 +8,16 @@ crawl; fetching, extraction, claims and failures are the very same code.
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import dramatiq
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.errors import QueueJoinTimeout
 from dramatiq.middleware import CurrentMessage, Retries
+from dramatiq.rate_limits.backends import StubBackend
 
 from crawler.memory_store import MemoryPool
 from crawler.progress import Progress, ProgressLogHandler
@@ -29,6 +32,7 @@ STOP_TIMEOUT_MS = 3000
 def run(
     example: ModuleType,
     urls: list[str],
+    kwargs: dict[str, Any],
     *,
     threads: int,
     output: Path | None,
@@ -48,13 +52,14 @@ def run(
     broker.add_middleware(CurrentMessage())
     broker.add_middleware(Recorder(on_record=keep, on_discover=progress.discover), before=Retries)
     _use(example, broker)
+    broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
     worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
     worker.start()
     queue_name = example.crawl.queue_name
     interrupted = False
     try:
         for url in urls:
-            example.crawl.send(url)
+            example.crawl.send_with_options(args=(url,), kwargs=kwargs)
         while True:
             try:
                 broker.join(queue_name, timeout=REFRESH_MS, fail_fast=False)
@@ -63,6 +68,7 @@ def run(
                 progress.show()
     except KeyboardInterrupt:
         interrupted = True
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the summary
     finally:
         worker.stop(timeout=STOP_TIMEOUT_MS if interrupted else 600_000)
         if records is not None:
@@ -74,8 +80,9 @@ def run(
 
 
 def _use(example: ModuleType, broker: StubBroker) -> None:
-    """Point the example's actor at ``broker`` and its dedup at process memory."""
+    """Point the example's actor at ``broker``, its dedup and rate limits at process memory."""
     example.memcache_pool = MemoryPool()  # type: ignore[attr-defined]
+    example.rate_limits_backend = StubBackend()  # type: ignore[attr-defined,no-untyped-call]
     broker.declare_actor(example.crawl)
     example.crawl.broker = broker
     dramatiq.set_broker(broker)

@@ -9,7 +9,17 @@ import time
 from collections import Counter
 from typing import TextIO
 
-from crawler.records import CRAWLED, DUPLICATE, FAILED, NOT_HTML, RETRYING, Record
+from crawler.records import (
+    CRAWLED,
+    DEFERRED,
+    DISALLOWED,
+    DUPLICATE,
+    FAILED,
+    NOT_HTML,
+    OVER_BUDGET,
+    RETRYING,
+    Record,
+)
 
 #: Seconds between plain progress lines when the output is not a terminal.
 LINE_INTERVAL = 5.0
@@ -41,7 +51,7 @@ class Progress:
 
     @property
     def done(self) -> int:
-        return sum(n for outcome, n in self.counts.items() if outcome != RETRYING)
+        return sum(n for outcome, n in self.counts.items() if outcome not in (RETRYING, DEFERRED))
 
     def line(self) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
@@ -74,14 +84,18 @@ class Progress:
             self.clear()
             elapsed = time.monotonic() - self.started
             fetched = self.counts[CRAWLED] + self.counts[NOT_HTML]
-            lines = [
-                ("Interrupted" if interrupted else "Finished")
-                + f" after {elapsed:.1f}s: {fetched} pages fetched"
-                f" ({fetched / max(elapsed, 1e-9):.1f} pages/s),"
-                f" {self.counts[NOT_HTML]} skipped as not HTML,"
-                f" {self.counts[DUPLICATE]} skipped as duplicates,"
-                f" {self.counts[FAILED]} failed.",
+            parts = [
+                f"{fetched} pages fetched ({fetched / max(elapsed, 1e-9):.1f} pages/s)",
+                f"{self.counts[NOT_HTML]} skipped as not HTML",
+                f"{self.counts[DUPLICATE]} skipped as duplicates",
             ]
+            if self.counts[DISALLOWED]:
+                parts.append(f"{self.counts[DISALLOWED]} disallowed by robots.txt")
+            if self.counts[OVER_BUDGET]:
+                parts.append(f"{self.counts[OVER_BUDGET]} over the page budget")
+            parts.append(f"{self.counts[FAILED]} failed.")
+            verb = "Interrupted" if interrupted else "Finished"
+            lines = [f"{verb} after {elapsed:.1f}s: " + ", ".join(parts)]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
             return "\n".join(lines)
 

@@ -14,13 +14,14 @@ import requests
 from dramatiq.middleware import Middleware
 
 #: What a record says happened to its URL.
-CRAWLED, NOT_HTML, DUPLICATE, FAILED, RETRYING = (
-    "crawled",
-    "not-html",
-    "duplicate",
-    "failed",
-    "retrying",
-)
+CRAWLED = "crawled"
+NOT_HTML = "not-html"
+FAILED = "failed"
+#: Skipped without a fetch: claimed by another message, over ``--max-pages``, or
+#: disallowed by robots.txt.
+DUPLICATE, OVER_BUDGET, DISALLOWED = "duplicate", "over-budget", "disallowed"
+#: An attempt that did not end its URL: failed but will be retried, or rate-limited.
+RETRYING, DEFERRED = "retrying", "deferred"
 
 Record = dict[str, Any]
 
@@ -40,19 +41,22 @@ def _take_noted() -> Record | None:
     return record
 
 
-def page_record(url: str, response: requests.Response, links: list[str] | None) -> Record:
-    """What ``crawl`` returns for a page it fetched; ``links`` is None when it is not HTML."""
+def page_record(
+    url: str, response: requests.Response, links: list[str] | None, depth: int
+) -> Record:
+    """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML."""
     return {
         "url": url,
         "outcome": CRAWLED if links is not None else NOT_HTML,
         "status": response.status_code,
         "content_type": response.headers.get("content-type"),
         "links": links if links is not None else [],
+        "depth": depth,
     }
 
 
-def duplicate_record(url: str) -> Record:
-    return {"url": url, "outcome": DUPLICATE}
+def skipped_record(url: str, outcome: str) -> Record:
+    return {"url": url, "outcome": outcome}
 
 
 class Recorder(Middleware):
@@ -71,7 +75,7 @@ class Recorder(Middleware):
         self._started: dict[str, float] = {}
 
     def after_enqueue(self, broker: dramatiq.Broker, message: Any, delay: int | None) -> None:
-        if "retries" not in message.options:
+        if "retries" not in message.options and "deferrals" not in message.options:
             self.on_discover()
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
@@ -90,12 +94,14 @@ class Recorder(Middleware):
         noted = _take_noted()
         if exception is None:
             record = noted if noted is not None else {"url": message.args[0], "outcome": CRAWLED}
+            record.setdefault("depth", message.kwargs.get("depth", 0))
         else:
             record = {
                 "url": message.args[0],
                 "outcome": FAILED if message.failed else RETRYING,
                 "status": getattr(exception, "status", None),
                 "error": str(exception) or type(exception).__name__,
+                "depth": message.kwargs.get("depth", 0),
             }
         record["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
         self.on_record(record)

@@ -7,12 +7,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 
+from crawler.canonical import canonical_url
 from crawler.environment import rabbitmq_url, redis_url, uses_redis
-from crawler.links import without_fragment
+from crawler.links import clean_href
 
 
 def http_url(value: str) -> str:
-    """An ``argparse`` type: an absolute http(s) URL, without its fragment."""
+    """An ``argparse`` type: an absolute http(s) URL, in its canonical form."""
     parts = urlsplit(value)
     if parts.scheme.lower() not in ("http", "https"):
         raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL")
@@ -23,7 +24,7 @@ def http_url(value: str) -> str:
         requests.Request("GET", value).prepare()
     except (ValueError, requests.RequestException) as e:
         raise argparse.ArgumentTypeError(f"{value!r} is not a valid URL: {e}") from e
-    return without_fragment(value)
+    return canonical_url(clean_href(value))
 
 
 def positive_int(value: str) -> int:

@@ -66,12 +66,18 @@ def test_worker_reads_the_same_variables_as_the_crawler() -> None:
     worker = SERVICES["worker"]
     environment = {key: interpolate(value, {}) for key, value in worker["environment"].items()}
 
-    assert environment == {
+    services = {key: value for key, value in environment.items() if value}
+    passed_through = {key for key, value in environment.items() if not value}
+
+    assert services == {
         "REDIS": "0",
         "RABBITMQ_URL": "amqp://guest:guest@rabbitmq:5672",
         "REDIS_URL": "redis://:@redis:6379/0",
         "MEMCACHED_SERVERS": "memcached:11211",
     }
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    documented = set(re.findall(r"^\| `((?:CRAWLER|MEMCACHED)_[A-Z_]+)` \|", readme, re.M))
+    assert passed_through == documented - {"MEMCACHED_SERVERS"}
     assert worker["command"][:2] == ["dramatiq", "crawler.example"]
     assert worker["profiles"] == ["worker"]
 
@@ -90,7 +96,8 @@ def test_redis_command_requires_the_password_when_one_is_set(tmp_path: Path) -> 
     shell_command = SERVICES["redis"]["command"]
     assert shell_command[:2] == ["sh", "-c"]
     port = free_port()
-    script = shell_command[2].replace("$$", "$") + f" --port {port} --bind 127.0.0.1"
+    script = shell_command[2].replace("$$", "$").replace("exec docker-entrypoint.sh ", "exec ")
+    script += f" --port {port} --bind 127.0.0.1"
     env = dict(os.environ, REDIS_PASSWORD="s3cret")
     server = subprocess.Popen(["sh", "-c", script], env=env, cwd=tmp_path)
     try:

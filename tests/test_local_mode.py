@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.site_server import Page, SiteServer, generate_site, html, page_path
-from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
+from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
 
 PAGES = 200
 
@@ -147,7 +147,9 @@ def test_local_and_distributed_crawls_reach_the_same_pages(
     seed_url = site.url(page_path(0))
 
     with services_trapped() as (env, _):
-        crawl_locally(env, seed_url).communicate(timeout=60)
+        local = crawl_locally(env, seed_url)
+        local.communicate(timeout=60)
+    assert local.returncode == 1  # /gone.html failed for good
     local_pages = set(site.fetch_counts())
     site.requests.clear()
 
@@ -155,7 +157,7 @@ def test_local_and_distributed_crawls_reach_the_same_pages(
     workers = WorkerProcesses(env, processes=1, threads=8)
     try:
         assert seed(env, seed_url).returncode == 0
-        workers.wait_until(lambda: site.fetched(local_pages))
+        workers.wait_until(lambda: site.fetched(local_pages) and queued_messages(env) == 0)
     finally:
         assert workers.stop() == 0
 

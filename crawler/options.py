@@ -1,0 +1,149 @@
+"""Crawl options: chosen at seeding, carried in every message of that crawl.
+
+``crawl(url)`` with no options is upstream's crawl.  Options travel as the
+``options`` keyword argument of each message, so crawls with different options
+can share the same workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+from urllib.parse import urlsplit
+
+#: Sent with every request unless ``--user-agent`` says otherwise.
+DEFAULT_USER_AGENT = (
+    "dramatiq-crawler/0.1 (+https://github.com/Bogdanp/dramatiq/tree/master/examples/crawler)"
+)
+
+
+@dataclass(frozen=True)
+class CrawlOptions:
+    """What one crawl may do.
+
+    Parameters:
+      crawl_id(str): Names the crawl; budgets and counters are kept per crawl.
+      follow_relative(bool): Find links with an HTML tokenizer and resolve relative ones.
+      allowed_domains(tuple): Hosts (and their subdomains) links may go to; empty: any.
+      max_depth(int): Links are followed this many hops from a seed at most.
+      max_pages(int): Pages this crawl fetches at most, across all workers.
+      obey_robots(bool): Honour each host's robots.txt, and its Crawl-delay.
+      max_rate(float): Requests per second per host at most, across all workers.
+      user_agent(str): The User-Agent header sent with each request.
+    """
+
+    crawl_id: str | None = None
+    follow_relative: bool = False
+    allowed_domains: tuple[str, ...] = field(default_factory=tuple)
+    max_depth: int | None = None
+    max_pages: int | None = None
+    obey_robots: bool = False
+    max_rate: float | None = None
+    user_agent: str = DEFAULT_USER_AGENT
+
+    def to_message(self) -> dict[str, Any] | None:
+        """The options as a message keyword argument: only what differs from upstream."""
+        defaults = CrawlOptions()
+        values = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(defaults, f.name)
+        }
+        if "allowed_domains" in values:
+            values["allowed_domains"] = list(values["allowed_domains"])
+        return values or None
+
+    @classmethod
+    def from_message(cls, values: dict[str, Any] | None) -> CrawlOptions:
+        if not values:
+            return UPSTREAM
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in values.items() if key in known}
+        if "allowed_domains" in values:
+            values["allowed_domains"] = tuple(values["allowed_domains"])
+        return cls(**values)
+
+    def allows_host(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        return not self.allowed_domains or any(
+            host == domain or host.endswith("." + domain) for domain in self.allowed_domains
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+UPSTREAM = CrawlOptions()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The crawl options, the same for ``--local`` and for seeding workers."""
+    group = parser.add_argument_group("crawl options (all off by default: upstream behaviour)")
+    group.add_argument(
+        "--follow-relative",
+        action="store_true",
+        help="find links with an HTML tokenizer, relative ones included",
+    )
+    group.add_argument(
+        "--same-domain", action="store_true", help="stay on the hosts of the seed URLs"
+    )
+    group.add_argument(
+        "--allow-domain",
+        action="append",
+        default=[],
+        metavar="DOMAIN",
+        help="also follow links to DOMAIN and its subdomains (repeatable)",
+    )
+    group.add_argument("--max-depth", type=whole_number, metavar="N", help="seeds are depth 0")
+    group.add_argument(
+        "--max-pages", type=positive_number(int), metavar="N", help="fetch N pages at most"
+    )
+    group.add_argument(
+        "--obey-robots", action="store_true", help="honour robots.txt and its Crawl-delay"
+    )
+    group.add_argument(
+        "--max-rate",
+        type=positive_number(float),
+        metavar="R",
+        help="R requests per second per host at most, across all workers",
+    )
+    group.add_argument("--user-agent", default=DEFAULT_USER_AGENT, help="the User-Agent header")
+
+
+def from_arguments(arguments: argparse.Namespace, seeds: list[str]) -> CrawlOptions:
+    domains = [domain.lower().strip(".") for domain in arguments.allow_domain]
+    if arguments.same_domain:
+        domains += [(urlsplit(url).hostname or "").lower() for url in seeds]
+    options = CrawlOptions(
+        follow_relative=arguments.follow_relative,
+        allowed_domains=tuple(dict.fromkeys(domains)),
+        max_depth=arguments.max_depth,
+        max_pages=arguments.max_pages,
+        obey_robots=arguments.obey_robots,
+        max_rate=arguments.max_rate,
+        user_agent=arguments.user_agent,
+    )
+    if options.to_message() is None:
+        return options
+    return CrawlOptions(**{**options.as_dict(), "crawl_id": uuid.uuid4().hex})
+
+
+def whole_number(value: str) -> int:
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
+    return int(value)
+
+
+def positive_number(kind: type[int] | type[float]) -> Any:
+    def parse(value: str) -> int | float:
+        try:
+            number = kind(value)
+        except ValueError:
+            number = 0
+        if number <= 0:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number above zero")
+        return number
+
+    return parse
