@@ -27,6 +27,9 @@ class Page:
 class Request:
     path: str
     time: float
+    host: str = ""
+    user_agent: str = ""
+    wall_time: float = 0.0
 
 
 #: Answers a request itself: given the handler and how many times (1, 2, ...)
@@ -66,9 +69,9 @@ class SiteServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def record(self, path: str) -> int:
+    def record(self, path: str, host: str = "", user_agent: str = "") -> int:
         with self._lock:
-            self.requests.append(Request(path, time.monotonic()))
+            self.requests.append(Request(path, time.monotonic(), host, user_agent, time.time()))
             self._lock.notify_all()
             return sum(request.path == path for request in self.requests)
 
@@ -91,7 +94,9 @@ def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
-            nth = server.record(self.path)
+            nth = server.record(
+                self.path, self.headers.get("Host", ""), self.headers.get("User-Agent", "")
+            )
             time.sleep(server.delay)
             behavior = server.behaviors.get(self.path)
             if behavior is not None:

@@ -1,0 +1,111 @@
+"""Canonical URLs, HTML link extraction, options in messages and the network guard."""
+
+from __future__ import annotations
+
+import pytest
+from dramatiq import Message
+from dramatiq.brokers.stub import StubBroker
+
+from crawler import example, network_guard
+from crawler.canonical import canonical_url
+from crawler.errors import PermanentError
+from crawler.html_links import html_links
+from crawler.options import CrawlOptions
+from crawler.scope import links_to_follow
+from tests import faults
+from tests.site_server import SiteServer, html
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("HTTP://Example.COM:80/a", "http://example.com/a"),
+        ("https://example.com:443", "https://example.com/"),
+        ("http://example.com:8080/a#frag", "http://example.com:8080/a"),
+        ("http://example.com/%7euser/%2fx%2Fy", "http://example.com/~user/%2Fx%2Fy"),
+        ("http://example.com/p?b=2&a=1", "http://example.com/p?b=2&a=1"),
+        ("http://[::1]:80/x", "http://[::1]/x"),
+    ],
+)
+def test_canonical_url(url: str, canonical: str) -> None:
+    assert canonical_url(url) == canonical
+
+
+def test_html_links_cope_with_quoting_case_attributes_entities_and_base() -> None:
+    body = (
+        b'<html><head><BASE HREF="http://h/dir/"></head><body>'
+        b"<A HREF='one.html'>1</A>"
+        b'<a class="c" id=x href=two.html?a=1&amp;b=2#top>2</a>'
+        b'<a href="../up.html">3</a><a name="no-href">4</a>'
+        b'<a href="caf\xe9.html">5</a><a href="http://other/abs.html">6</a>'
+    )
+
+    assert html_links(body, "http://h/page.html") == [
+        "http://h/dir/one.html",
+        "http://h/dir/two.html?a=1&b=2",
+        "http://h/up.html",
+        "http://h/dir/caf%E9.html",
+        "http://other/abs.html",
+    ]
+
+
+def test_links_to_follow_keeps_allowed_domains_and_subdomains_within_depth() -> None:
+    options = CrawlOptions(allowed_domains=("example.com",), max_depth=2)
+    anchors = [
+        "http://example.com/a",
+        "http://EXAMPLE.com:80/a#x",
+        "http://www.example.com/b",
+        "http://notexample.com/c",
+        "http://example.com.evil.test/d",
+    ]
+
+    assert links_to_follow(anchors, options, depth=1) == [
+        "http://example.com/a",
+        "http://www.example.com/b",
+    ]
+    assert links_to_follow(anchors, options, depth=2) == []
+
+
+def test_options_travel_only_when_set_and_come_back_equal() -> None:
+    options = CrawlOptions(crawl_id="c1", allowed_domains=("a.test",), max_pages=5)
+
+    assert CrawlOptions().to_message() is None
+    assert CrawlOptions.from_message(options.to_message()) == options
+    assert CrawlOptions.from_message(None) == CrawlOptions()
+
+
+def test_crawl_with_the_url_alone_is_upstreams_crawl(
+    site: SiteServer, stub_broker: StubBroker
+) -> None:
+    site.pages["/"] = html("http://127.0.0.1:1/a.html", "/relative.html")
+
+    example.crawl(site.url("/"))
+
+    queue = stub_broker.queues["default"]
+    sent = [Message.decode(queue.get_nowait()) for _ in range(queue.qsize())]
+    assert [(m.args, m.kwargs) for m in sent] == [(("http://127.0.0.1:1/a.html",), {"depth": 1})]
+
+
+def test_a_link_from_a_public_page_to_a_private_address_is_refused(
+    site: SiteServer, stub_broker: StubBroker
+) -> None:
+    site.pages["/"] = html()
+
+    with pytest.raises(PermanentError, match="refusing to follow a link from a public address"):
+        example.crawl(site.url("/"), via_public=True)
+
+    assert site.fetch_counts() == {}
+
+
+def test_a_redirect_from_a_public_host_to_a_private_address_is_refused(
+    site: SiteServer, stub_broker: StubBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No public host can be reached here: "localhost" plays one, 127.0.0.1 stays private.
+    monkeypatch.setattr(network_guard, "is_public", lambda host: host == "localhost")
+    site.behaviors["/jump"] = faults.redirect(site.url("/inside"))
+    site.pages["/inside"] = html()
+
+    with pytest.raises(PermanentError, match=r"to 127\.0\.0\.1, which is not public"):
+        example.crawl(site.url("/jump").replace("127.0.0.1", "localhost"))
+
+    assert site.fetch_counts() == {"/jump": 1}
