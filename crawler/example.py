@@ -101,7 +101,7 @@ def crawl(
         records.note(records.skipped_record(url, records.DISALLOWED))
         return
     if verdict == politeness.RATE_LIMITED:
-        claims.defer(crawl.broker, message, delay=politeness.DEFER_MS)
+        claims.defer(crawl.broker, message, delay=politeness.defer_delay())
         records.note(records.skipped_record(url, records.DEFERRED))
         return
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import time
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from dramatiq.rate_limits import RateLimiterBackend, WindowRateLimiter
+from dramatiq.rate_limits import BucketRateLimiter, RateLimiterBackend
 from protego import Protego
 
 from crawler.options import CrawlOptions
@@ -30,8 +31,11 @@ ROBOTS_WAIT = 10.0
 
 #: What :func:`check` says of a URL.
 ALLOWED, DISALLOWED, RATE_LIMITED = "allowed", "disallowed", "rate-limited"
-#: How long a rate-limited message waits before it tries again, in milliseconds.
-DEFER_MS = 1000
+#: Seconds a worker thread waits for a slot of a host's rate before deferring the message.
+RATE_WAIT = 1.0
+#: How long a deferred message waits before it tries again, in milliseconds: a
+#: spread, so that deferred messages do not all come back at the same instant.
+DEFER_MS = (200, 1000)
 
 
 def check(
@@ -49,11 +53,29 @@ def check(
             return DISALLOWED
         crawl_delay = robots.crawl_delay(options.user_agent)
     limiter = rate_limiter(backend, url, options, crawl_delay)
-    if limiter is not None:
-        with limiter.acquire(raise_on_failure=False) as acquired:
-            if not acquired:
-                return RATE_LIMITED
+    if limiter is not None and not _wait_for_slot(limiter):
+        return RATE_LIMITED
     return ALLOWED
+
+
+def _wait_for_slot(limiter: BucketRateLimiter) -> bool:
+    """Take a slot of the host's rate, waiting for the next buckets up to ``RATE_WAIT``.
+
+    Waiting here briefly beats deferring at once: Dramatiq hands delayed messages
+    back in batches, about a second apart, which would all meet in one bucket.
+    """
+    deadline = time.monotonic() + RATE_WAIT
+    while True:
+        with limiter.acquire(raise_on_failure=False) as acquired:
+            if acquired:
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(limiter.bucket / 1000 * random.uniform(0.5, 1.5))
+
+
+def defer_delay() -> int:
+    return random.randint(*DEFER_MS)
 
 
 def over_budget(client: Any, options: CrawlOptions, first_delivery: bool) -> bool:
@@ -104,13 +126,18 @@ def _fetch_robots(session: requests.Session, robots_url: str, user_agent: str) -
 
 def rate_limiter(
     backend: RateLimiterBackend, url: str, options: CrawlOptions, crawl_delay: float | None
-) -> WindowRateLimiter | None:
-    """A per-host limiter for ``--max-rate`` and the host's ``Crawl-delay``, or None."""
+) -> BucketRateLimiter | None:
+    """A per-host limiter for ``--max-rate`` and the host's ``Crawl-delay``, or None.
+
+    Buckets of a tenth of a second (or one request's share of time, when slower) keep
+    any one-second window within R plus one bucket's worth, where one-second buckets
+    would let 2R through around a bucket's edge.
+    """
     rates = [rate for rate in (options.max_rate, 1 / crawl_delay if crawl_delay else None) if rate]
     if not rates:
         return None
     rate = min(rates)
-    limit = max(1, int(rate))
-    window = max(1, round(limit / rate))
+    limit = max(1, int(rate / 10))
+    bucket_ms = max(1, round(1000 * limit / rate))
     key = f"rate:{options.crawl_id}:{urlsplit(url).netloc}"
-    return WindowRateLimiter(backend, key, limit=limit, window=window)  # type: ignore[no-untyped-call]
+    return BucketRateLimiter(backend, key, limit=limit, bucket=bucket_ms)  # type: ignore[no-untyped-call]
