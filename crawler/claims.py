@@ -22,6 +22,7 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
+from crawler import counters
 from crawler.errors import PermanentError
 
 #: How long a claim lasts, in seconds; as upstream, a URL may be crawled again after it.
@@ -96,8 +97,12 @@ def send_claimed(
     parent_id: str,
     urls: Iterable[str],
     kwargs: dict[str, Any],
+    crawl_id: str | None = None,
 ) -> int:
-    """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet; return how many."""
+    """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet; return how many.
+
+    The new claims are counted in the crawl's counters before anything is sent.
+    """
     messages = {
         url_hash(url): actor.message_with_options(args=(url,), kwargs=kwargs).copy(
             message_id=child_message_id(parent_id, url)
@@ -111,6 +116,8 @@ def send_claimed(
     )
     # A key taken by this very message id is ours from an earlier, interrupted try.
     stored = client.get_multi(taken) if taken else {}
+    if crawl_id is not None:
+        counters.discovered(client, crawl_id, len(messages) - len(taken))
     sent = 0
     for key, message in messages.items():
         if key not in taken or stored.get(key) == message.message_id.encode():

@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
+from dramatiq.middleware.prometheus import Prometheus
 
 #: Where RabbitMQ listens unless ``RABBITMQ_URL`` says otherwise.
 DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672"
@@ -129,6 +130,7 @@ def make_broker() -> dramatiq.Broker:
     """
     broker = _broker()
     broker.add_middleware(CurrentMessage())
+    broker.add_middleware(Prometheus())  # serves /metrics on port 9191 from `dramatiq` workers
     return broker
 
 

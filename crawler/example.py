@@ -11,6 +11,7 @@ import logging
 import re
 import sys
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 from threading import local
 from typing import Any
@@ -20,9 +21,11 @@ import pylibmc
 import redis
 import requests
 from dramatiq.errors import BrokerConnectionError
+from dramatiq.middleware import Retries
 from dramatiq.rate_limits.backends import MemcachedBackend
 
-from crawler import claims, local_crawl, options, politeness, records
+from crawler import claims, local_crawl, options, politeness, records, results, waiting
+from crawler.bookkeeping import settle
 from crawler.environment import (
     limits_from_environment,
     make_broker,
@@ -34,14 +37,16 @@ from crawler.failures import reports_failures
 from crawler.fetching import fetch, is_html, read_body
 from crawler.html_links import html_links
 from crawler.links import clean_anchor
+from crawler.memcached_pool import ThreadMappedPool
 from crawler.network_guard import fetch_was_public, guarded_session, start_fetch
 from crawler.options import CrawlOptions
+from crawler.records import Recorder
 from crawler.scope import child_arguments, links_to_follow
 from crawler.seeding import broker_address, http_url, positive_int
 
 logger = logging.getLogger("example")
 memcache_client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
-memcache_pool = pylibmc.ThreadMappedPool(memcache_client)
+memcache_pool = ThreadMappedPool(memcache_client)
 rate_limits_backend = MemcachedBackend(
     servers=memcached_servers(), binary=True, behaviors=memcached_behaviors()
 )
@@ -50,6 +55,10 @@ state = local()
 limits = limits_from_environment()
 
 broker = make_broker()
+broker.add_middleware(
+    Recorder(on_record=settle(lambda: memcache_pool, partial(results.publish, broker))),
+    before=Retries,  # its after-hook then runs after Retries', to see final failures
+)
 dramatiq.set_broker(broker)
 
 
@@ -123,8 +132,9 @@ def crawl(
     links = links_to_follow(anchors or [], crawl_options, depth)
     with memcache_pool.reserve() as client:
         kwargs = child_arguments(depth, options, via_public=fetch_was_public())
-        claims.send_claimed(client, crawl, message.message_id, links, kwargs)
-        claims.finish(client, url_hash)
+        claims.send_claimed(
+            client, crawl, message.message_id, links, kwargs, crawl_options.crawl_id
+        )
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
     records.note(records.page_record(url, response, anchors, depth))
@@ -135,18 +145,31 @@ def main(args: list[str]) -> int:
         prog="python -m crawler.example",
         description="Seed a crawl: enqueue URLs for the workers, or crawl them right here.",
     )
-    parser.add_argument("urls", metavar="url", nargs="+", type=http_url, help="an http(s) URL")
+    parser.add_argument("urls", metavar="url", nargs="*", type=http_url, help="an http(s) URL")
     options.add_arguments(parser)
+    watching = parser.add_argument_group("following a crawl of workers")
+    watching.add_argument(
+        "--wait", action="store_true", help="show the crawl's progress until it is finished"
+    )
+    watching.add_argument("--status", metavar="CRAWL_ID", help="print a crawl's figures")
     local_mode = parser.add_argument_group("local mode: one process, no services")
     local_mode.add_argument(
         "--local", action="store_true", help="crawl in this process until nothing is left"
     )
     local_mode.add_argument("--threads", type=positive_int, help="fetching threads (default 8)")
-    local_mode.add_argument("--output", type=Path, help="write one JSON line per crawled URL")
-    local_mode.add_argument("-v", "--verbose", action="store_true", help="log every page")
+    parser.add_argument(
+        "--output", type=Path, help="with --local or --wait: one JSON line per crawled URL"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every page")
     arguments = parser.parse_args(args)
-    crawl_options = options.from_arguments(arguments, arguments.urls)
-    kwargs = {"options": crawl_options.to_message()} if crawl_options.to_message() else {}
+    if arguments.status:
+        return waiting.status(sys.modules[__name__], arguments.status)
+    if not arguments.urls:
+        parser.error("give at least one URL to crawl (or --status CRAWL_ID)")
+    crawl_options = options.from_arguments(
+        arguments, arguments.urls, collect_records=arguments.wait
+    )
+    kwargs = {"options": crawl_options.to_message()}
     if arguments.local:
         return local_crawl.run(
             sys.modules[__name__],
@@ -156,18 +179,28 @@ def main(args: list[str]) -> int:
             output=arguments.output,
             verbose=arguments.verbose,
         )
-    for option in ("threads", "output"):
-        if getattr(arguments, option) is not None:
-            parser.error(f"--{option} works with --local only")
+    if arguments.threads is not None:
+        parser.error("--threads works with --local only")
+    if arguments.output is not None and not arguments.wait:
+        parser.error("--output works with --local or --wait")
     try:
-        for url in arguments.urls:
-            crawl.send_with_options(args=(url,), kwargs=kwargs)
+        return waiting.seed(
+            sys.modules[__name__],
+            arguments.urls,
+            kwargs,
+            crawl_options,
+            wait=arguments.wait,
+            output=arguments.output,
+        )
     except (BrokerConnectionError, redis.ConnectionError) as e:
         print(f"error: cannot reach {broker_address()}: {e}", file=sys.stderr)
         return 1
-    if crawl_options.crawl_id:
-        print(f"crawl {crawl_options.crawl_id} seeded with {len(arguments.urls)} URL(s)")
-    return 0
+    except pylibmc.Error as e:
+        print(
+            f"error: cannot reach Memcached at {','.join(memcached_servers())}: {e}",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

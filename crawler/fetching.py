@@ -9,6 +9,7 @@ from urllib.parse import urljoin, urlsplit
 import requests
 from requests.utils import requote_uri
 
+from crawler import metrics
 from crawler.environment import Limits
 from crawler.errors import PermanentError, TransientError
 
@@ -112,6 +113,8 @@ def read_body(response: requests.Response, limits: Limits) -> bytes:
                 raise overdue from e
             raise TransientError(f"{type(e).__name__} while reading: {e}") from e
         if not chunk:
+            started = deadline - limits.fetch_deadline
+            metrics.page_read(time.monotonic() - started, len(body))
             return bytes(body)
         body += chunk
         if len(body) > limits.max_body_bytes or raw.tell() > limits.max_body_bytes:

@@ -19,9 +19,10 @@ from dramatiq.errors import QueueJoinTimeout
 from dramatiq.middleware import CurrentMessage, Retries
 from dramatiq.rate_limits.backends import StubBackend
 
+from crawler.bookkeeping import settle
 from crawler.memory_store import MemoryPool
 from crawler.progress import Progress, ProgressLogHandler
-from crawler.records import CRAWLED, FAILED, NOT_HTML, Record, Recorder, RecordFile
+from crawler.records import WRITTEN, Record, Recorder, RecordFile
 
 #: Milliseconds between progress redraws while waiting for the crawl to end.
 REFRESH_MS = 200
@@ -43,10 +44,13 @@ def run(
     _log_through(progress, logging.INFO if verbose else logging.WARNING)
     records = RecordFile(output) if output is not None else None
 
-    def keep(record: Record) -> None:
+    settle_crawl = settle(lambda: example.memcache_pool, publish=None)
+
+    def keep(record: Record, message: Any) -> None:
         progress.record(record)
-        if records is not None and record.get("outcome") in (CRAWLED, NOT_HTML, FAILED):
+        if records is not None and record.get("outcome") in WRITTEN:
             records.write(record)
+        settle_crawl(record, message)
 
     broker = StubBroker()
     broker.add_middleware(CurrentMessage())

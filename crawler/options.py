@@ -32,6 +32,7 @@ class CrawlOptions:
       obey_robots(bool): Honour each host's robots.txt, and its Crawl-delay.
       max_rate(float): Requests per second per host at most, across all workers.
       user_agent(str): The User-Agent header sent with each request.
+      collect_records(bool): Workers send a record of each URL to the waiting seeder.
     """
 
     crawl_id: str | None = None
@@ -42,6 +43,7 @@ class CrawlOptions:
     obey_robots: bool = False
     max_rate: float | None = None
     user_agent: str = DEFAULT_USER_AGENT
+    collect_records: bool = False
 
     def to_message(self) -> dict[str, Any] | None:
         """The options as a message keyword argument: only what differs from upstream."""
@@ -112,7 +114,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--user-agent", default=DEFAULT_USER_AGENT, help="the User-Agent header")
 
 
-def from_arguments(arguments: argparse.Namespace, seeds: list[str]) -> CrawlOptions:
+def from_arguments(
+    arguments: argparse.Namespace, seeds: list[str], *, collect_records: bool = False
+) -> CrawlOptions:
+    """The options a seeding chose, under a new crawl id."""
     domains = [domain.lower().strip(".") for domain in arguments.allow_domain]
     if arguments.same_domain:
         domains += [(urlsplit(url).hostname or "").lower() for url in seeds]
@@ -124,10 +129,10 @@ def from_arguments(arguments: argparse.Namespace, seeds: list[str]) -> CrawlOpti
         obey_robots=arguments.obey_robots,
         max_rate=arguments.max_rate,
         user_agent=arguments.user_agent,
+        collect_records=collect_records,
+        crawl_id=uuid.uuid4().hex,
     )
-    if options.to_message() is None:
-        return options
-    return CrawlOptions(**{**options.as_dict(), "crawl_id": uuid.uuid4().hex})
+    return options
 
 
 def whole_number(value: str) -> int:

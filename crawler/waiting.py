@@ -1,0 +1,119 @@
+"""Seeding a crawl of workers, and following it: ``--wait`` until it is finished, ``--status``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from crawler import counters, results
+from crawler.options import CrawlOptions
+from crawler.progress import Progress
+from crawler.records import DEFERRED, RETRYING, WRITTEN, RecordFile
+
+#: Seconds each wait for records lasts before the counters are read again.
+POLL = 0.5
+#: Seconds to wait for the records of a crawl that the counters say is over.
+LAST_RECORDS_WAIT = 10.0
+
+
+def seed(
+    example: ModuleType,
+    urls: list[str],
+    kwargs: dict[str, Any],
+    options: CrawlOptions,
+    *,
+    wait: bool,
+    output: Path | None,
+) -> int:
+    """Count and send the seeds; with ``wait``, follow the crawl to its end."""
+    crawl_id = options.crawl_id
+    assert crawl_id is not None
+    reader = results.Reader(example.broker, crawl_id) if wait else None
+    with example.memcache_pool.reserve() as client:
+        counters.start(client, crawl_id, len(urls))
+    for url in urls:
+        example.crawl.send_with_options(args=(url,), kwargs=kwargs)
+    print(f"crawl {crawl_id} seeded with {len(urls)} URL(s)", flush=True)
+    if reader is None:
+        return 0
+    return follow(example, crawl_id, reader, output)
+
+
+def follow(example: ModuleType, crawl_id: str, reader: results.Reader, output: Path | None) -> int:
+    """Show progress until nothing of the crawl is queued, in flight or waiting for a retry.
+
+    Ctrl-C stops the waiting, not the crawl.
+    """
+    progress = Progress()
+    records = RecordFile(output) if output is not None else None
+    written: set[str] = set()
+    received = 0
+    interrupted = False
+    over_since: float | None = None
+    try:
+        while True:
+            for record in reader.read(timeout=POLL):
+                received += 1
+                if record["outcome"] in WRITTEN:
+                    if record["url"] in written:
+                        continue  # a second record after a worker died mid-message
+                    written.add(record["url"])
+                    if records is not None:
+                        records.write(record)
+                progress.record(record)
+            figures = _figures(example, crawl_id)
+            progress.discovered = figures[counters.DISCOVERED]
+            progress.counts[RETRYING] = figures[RETRYING]
+            progress.show()
+            ended = sum(
+                figures[name] for name in counters.NAMES[2:] if name not in (RETRYING, DEFERRED)
+            )
+            if figures[counters.OUTSTANDING] <= 0:
+                over_since = over_since or time.monotonic()
+                # Workers send a record before they count its message ended.
+                if received >= ended or time.monotonic() - over_since > LAST_RECORDS_WAIT:
+                    break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if records is not None:
+            records.close()
+    if not interrupted:
+        reader.close()
+    print(progress.summary(interrupted=interrupted), flush=True)
+    if interrupted:
+        print(f"The crawl goes on; see it with --status {crawl_id}", flush=True)
+        return 130
+    return 1 if progress.failures else 0
+
+
+def status(example: ModuleType, crawl_id: str) -> int:
+    """Print a crawl's figures; 2 when the crawl is unknown."""
+    figures = _figures(example, crawl_id, required=False)
+    if figures is None:
+        print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
+        return 2
+    state = "finished" if figures[counters.OUTSTANDING] <= 0 else "running"
+    fetched = figures["crawled"] + figures["not-html"]
+    print(
+        f"crawl {crawl_id}: {state}: {fetched} pages fetched, "
+        f"{figures['not-html']} skipped as not HTML, "
+        f"{figures['duplicate']} skipped as duplicates, "
+        f"{figures['disallowed']} disallowed by robots.txt, "
+        f"{figures['over-budget']} over the page budget, {figures['failed']} failed; "
+        f"{figures[counters.DISCOVERED]} discovered, "
+        f"{figures[counters.OUTSTANDING]} outstanding, "
+        f"{figures[RETRYING]} failed attempts retried, {figures[DEFERRED]} rate-limit deferrals."
+    )
+    return 0
+
+
+def _figures(example: ModuleType, crawl_id: str, *, required: bool = True) -> Any:
+    with example.memcache_pool.reserve() as client:
+        figures = counters.read(client, crawl_id)
+    if figures is None and required:
+        return dict.fromkeys(counters.NAMES, 0) | {counters.OUTSTANDING: 1}
+    return figures

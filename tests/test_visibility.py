@@ -1,0 +1,137 @@
+"""Following a crawl of real workers: ``--wait``, ``--output``, ``--status`` and metrics."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FAST_FAILURES
+from tests.site_server import SiteServer, generate_site, html, page_path
+from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
+
+PAGES = 120
+
+
+def wait_for_crawl(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``python -m crawler.example ARGS --wait``, running while the test goes on."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "crawler.example", *args, "--wait"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_records(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def crawl_id_of(stdout: str) -> str:
+    match = re.search(r"^crawl ([0-9a-f]{32}) seeded", stdout, re.M)
+    assert match, stdout
+    return match.group(1)
+
+
+def metric(text: str, name: str) -> float:
+    """The sum of every sample of ``name`` (all its labels) in a /metrics page."""
+    return sum(
+        float(value)
+        for sample, value in re.findall(r"^(\S+) (\S+)$", text, re.M)
+        if sample == name or sample.startswith(name + "{")
+    )
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_wait_returns_0_after_every_page_with_one_record_each_and_metrics_agree(
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    env = environment(
+        **request.getfixturevalue(broker_env), **FAST_FAILURES, dramatiq_prom_db=str(tmp_path)
+    )
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
+    output = tmp_path / "records.jsonl"
+    workers = WorkerProcesses(env, processes=2, threads=4)
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)), "--output", str(output))
+        stdout, stderr = waiting.communicate(timeout=120)
+        assert waiting.returncode == 0, stderr
+        # The crawl is over when --wait returns: every page was fetched by then.
+        assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)}
+        assert queued_messages(env) == 0
+        with urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10) as response:
+            metrics = response.read().decode()
+        status = seed(env, "--status", crawl_id_of(stdout))
+    finally:
+        assert workers.stop() == 0
+
+    records = read_records(output)
+    assert sorted(r["url"] for r in records) == sorted(site.url(page_path(i)) for i in range(PAGES))  # type: ignore[type-var]
+    assert f": {PAGES} pages fetched" in stdout and "0 failed." in stdout
+    assert status.returncode == 0
+    assert f": finished: {PAGES} pages fetched, " in status.stdout
+    assert ", 0 failed;" in status.stdout and " 0 outstanding," in status.stdout
+    assert metric(metrics, 'crawler_pages_total{outcome="crawled"}') == PAGES
+    assert metric(metrics, "crawler_fetch_duration_seconds_count") == PAGES
+    assert metric(metrics, "crawler_links_found_total") == PAGES * 5
+    assert metric(metrics, "dramatiq_messages_total") >= PAGES
+
+
+def test_wait_exits_1_and_names_the_page_that_always_fails(
+    site: SiteServer, rabbitmq_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    site.pages["/"] = html(site.url("/fine.html"), site.url("/broken.html"))
+    site.pages["/fine.html"] = html()
+    site.behaviors["/broken.html"] = lambda handler, nth: handler.send_error(500)
+    output = tmp_path / "records.jsonl"
+    workers = WorkerProcesses(env, processes=1, threads=4)
+    try:
+        waiting = wait_for_crawl(env, site.url("/"), "--output", str(output))
+        stdout, _ = waiting.communicate(timeout=60)
+    finally:
+        assert workers.stop() == 0
+
+    assert waiting.returncode == 1
+    assert site.fetch_counts()["/broken.html"] == 4
+    assert "2 pages fetched" in stdout and "1 failed." in stdout
+    assert f"  failed: {site.url('/broken.html')}: HTTP 500" in stdout
+    outcomes = {r["url"]: r["outcome"] for r in read_records(output)}
+    assert outcomes[site.url("/broken.html")] == "failed"
+
+
+def test_a_worker_killed_mid_crawl_still_gives_a_complete_duplicate_free_output(
+    site: SiteServer, redis_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = environment(**redis_env, **FAST_FAILURES)
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
+    site.delay = 0.02
+    output = tmp_path / "records.jsonl"
+    doomed = WorkerProcesses(env, processes=1, threads=4)
+    waiting = wait_for_crawl(env, site.url(page_path(0)), "--output", str(output))
+    doomed.wait_until(lambda: doomed.count("Done crawling") >= 20)
+    doomed.kill()
+    fresh = WorkerProcesses(env, processes=1, threads=4)
+    try:
+        _, stderr = waiting.communicate(timeout=120)
+    finally:
+        assert fresh.stop() == 0
+
+    assert waiting.returncode == 0, stderr
+    urls = [r["url"] for r in read_records(output)]
+    assert len(urls) == len(set(urls)) == PAGES
+    assert set(site.fetch_counts()) == {page_path(i) for i in range(PAGES)}
+
+
+def test_status_of_an_unknown_crawl_says_so() -> None:
+    result = seed(environment(), "--status", "0" * 32)
+
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: no crawl {'0' * 32} is known to Memcached"
