@@ -1,0 +1,24 @@
+"""The same crawl in Scrapy: follow every absolute link, as the crawler does by default.
+
+Settings come from ``benchmarks/run.py`` (``-s``): same concurrency, no robots.txt,
+no cookies, no retries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import scrapy
+
+
+class SiteSpider(scrapy.Spider):  # type: ignore[misc,unused-ignore]
+    name = "site"
+
+    def __init__(self, start: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = [start]
+
+    def parse(self, response: Any) -> Any:
+        for href in response.css("a::attr(href)").getall():
+            if href.startswith(("http://", "https://")):
+                yield response.follow(href, callback=self.parse)

@@ -1,0 +1,33 @@
+"""The benchmark's smoke run: every part runs and reports; no timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.workers import PROJECT_ROOT
+
+
+def test_benchmark_smoke_run_crawls_the_site_on_each_broker_and_locally(
+    tmp_path: Path, memcached: object
+) -> None:
+    output = tmp_path / "benchmark.json"
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/run.py", "--pages", "150", "--links", "5", "--quick",
+         "--json", str(output)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(output.read_text())
+    for run in ("rabbitmq", "redis", "local"):
+        assert figures[run]["pages"] == 150
+        assert figures[run]["pages_per_s"] > 0
+    for broker in ("rabbitmq", "redis"):
+        assert figures[broker]["messages_per_page"] <= 1.2
+        assert figures[broker]["cpu_ms_per_page"] > 0
+        assert figures[broker]["peak_worker_rss_mib"] > 0
+    assert "pages/s" in result.stdout and "msgs/page" in result.stdout
