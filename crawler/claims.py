@@ -98,29 +98,38 @@ def send_claimed(
     urls: Iterable[str],
     kwargs: dict[str, Any],
     crawl_id: str | None = None,
+    *,
+    first_delivery: bool = True,
 ) -> int:
     """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet; return how many.
 
-    The new claims are counted in the crawl's counters before anything is sent.
+    The new claims are counted in the crawl's counters before anything is sent.  Only
+    the messages to send are built: most links of a page are claimed already.
     """
-    messages = {
-        url_hash(url): actor.message_with_options(args=(url,), kwargs=kwargs).copy(
-            message_id=child_message_id(parent_id, url)
-        )
-        for url in urls
-    }
-    if not messages:
+    claims = {url_hash(url): (url, child_message_id(parent_id, url)) for url in urls}
+    if not claims:
         return 0
-    taken = client.add_multi(
-        {key: message.message_id.encode() for key, message in messages.items()}, time=CLAIM_TTL
+    taken = set(
+        client.add_multi({key: mid.encode() for key, (_, mid) in claims.items()}, time=CLAIM_TTL)
     )
-    # A key taken by this very message id is ours from an earlier, interrupted try.
-    stored = client.get_multi(taken) if taken else {}
     if crawl_id is not None:
-        counters.discovered(client, crawl_id, len(messages) - len(taken))
+        counters.discovered(client, crawl_id, len(claims) - len(taken))
+    ours: set[str] = set()
+    if taken and not first_delivery:
+        # Keys this very message claimed on an earlier, interrupted try: send them again.
+        stored = client.get_multi(list(taken))
+        ours = {key for key in taken if stored.get(key) == claims[key][1].encode()}
     sent = 0
-    for key, message in messages.items():
-        if key not in taken or stored.get(key) == message.message_id.encode():
+    for key, (url, message_id) in claims.items():
+        if key not in taken or key in ours:
+            message: dramatiq.Message[Any] = dramatiq.Message(
+                queue_name=actor.queue_name,
+                actor_name=actor.actor_name,
+                args=(url,),
+                kwargs=kwargs,
+                options={},
+                message_id=message_id,
+            )
             actor.broker.enqueue(message)
             sent += 1
     return sent

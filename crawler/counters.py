@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pylibmc
+
 from crawler.records import DEFERRED, RETRYING
 
 #: How long a crawl's counters are kept after their last change, in seconds.
@@ -25,8 +27,14 @@ def _key(crawl_id: str, name: str) -> str:
 
 
 def _add(client: Any, key: str, amount: int) -> None:
-    if amount and not client.add(key, amount, time=COUNTER_TTL):
+    """Add ``amount`` to a counter: one round trip once the counter exists."""
+    if not amount:
+        return
+    try:
         client.incr(key, amount)
+    except (pylibmc.NotFound, KeyError):  # KeyError: the in-memory store of --local
+        if not client.add(key, amount, time=COUNTER_TTL):
+            client.incr(key, amount)
 
 
 def start(client: Any, crawl_id: str, seeds: int) -> None:

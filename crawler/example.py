@@ -133,7 +133,13 @@ def crawl(
     with memcache_pool.reserve() as client:
         kwargs = child_arguments(depth, options, via_public=fetch_was_public())
         claims.send_claimed(
-            client, crawl, message.message_id, links, kwargs, crawl_options.crawl_id
+            client,
+            crawl,
+            message.message_id,
+            links,
+            kwargs,
+            crawl_options.crawl_id,
+            first_delivery=first_delivery,
         )
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
