@@ -179,15 +179,19 @@ def crawl_with_workers(broker: str, seed: str, pages: int, tmp: Path) -> dict[st
     workers = start_workers(env, "crawler.example")
     pids = children(workers.pid)
     services = service_pids()
-    watched = [pid for pid in services[broker] + services["memcached"]]
-    cpu_before = {pid: cpu_seconds(pid) for pid in pids + watched}
+    parts = {"workers": pids, broker: services[broker], "memcached": services["memcached"]}
+    cpu_before = {pid: cpu_seconds(pid) for group in parts.values() for pid in group}
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "crawler.example", seed, "--wait"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     elapsed = time.monotonic() - started
-    cpu = sum(cpu_seconds(pid) - before for pid, before in cpu_before.items())
+    cpu_by_part = {
+        part: sum(cpu_seconds(pid) - cpu_before[pid] for pid in group)
+        for part, group in parts.items()
+    }
+    cpu = sum(cpu_by_part.values())
     rss = max(peak_rss_mib(pid) for pid in pids)
     metrics = urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10).read().decode()
     stop(workers)
@@ -200,6 +204,10 @@ def crawl_with_workers(broker: str, seed: str, pages: int, tmp: Path) -> dict[st
         "pages_per_s": crawled / elapsed,
         "messages_per_page": messages / max(crawled, 1),
         "cpu_ms_per_page": 1000 * cpu / max(crawled, 1),
+        "cpu_ms_per_page_by_part": {
+            part: round(1000 * seconds / max(crawled, 1), 3)
+            for part, seconds in cpu_by_part.items()
+        },
         "peak_worker_rss_mib": rss,
     }
 
@@ -276,18 +284,24 @@ def noop_ceiling(broker: str, messages: int, tmp: Path) -> dict[str, Any]:
 
 
 def main() -> int:
+    global THREADS
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--links", type=int, default=10)
     parser.add_argument("--noop-messages", type=int, default=20000)
+    parser.add_argument(
+        "--threads", type=int, default=THREADS, help="per worker process; Scrapy and --local get 2x"
+    )
     parser.add_argument("--quick", action="store_true", help="skip Scrapy and the ceilings")
     parser.add_argument("--json", type=Path, default=Path("benchmark.json"))
     args = parser.parse_args()
+    THREADS = args.threads
 
-    results: dict[str, Any] = {"pages": args.pages, "links": args.links,
-                               "processes": PROCESSES, "threads": THREADS}  # fmt: skip
+    results: dict[str, Any] = {
+        "pages": args.pages, "links": args.links, "processes": PROCESSES, "threads": THREADS
+    }  # fmt: skip
     with tempfile.TemporaryDirectory() as directory:
         tmp = Path(directory)
         tmp.chmod(0o755)  # nginx workers read the site as an unprivileged user

@@ -9,6 +9,7 @@ refused.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import threading
 from functools import lru_cache
@@ -47,8 +48,21 @@ class GuardedAdapter(HTTPAdapter):
         return super().send(request, *args, **kwargs)
 
 
+def _proxies_or_netrc() -> bool:
+    """Whether requests could find a proxy or netrc credentials in the environment."""
+    if any("proxy" in name.lower() or name == "NETRC" for name in os.environ):
+        return True
+    return any(os.path.exists(os.path.expanduser(f"~/{n}")) for n in (".netrc", "_netrc"))
+
+
 def guarded_session() -> requests.Session:
     session = requests.Session()
+    # With trust_env requests reads the environment again for every request; read it
+    # once here instead, unless a proxy or netrc file is there to honour.
+    session.trust_env = _proxies_or_netrc()
+    bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+    if bundle:
+        session.verify = bundle
     adapter = GuardedAdapter()
     session.mount("http://", adapter)
     session.mount("https://", adapter)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from crawler.environment import limits_from_environment, memcached_servers, rabbitmq_url
+from crawler.network_guard import guarded_session
 from tests.workers import WorkerProcesses, environment
 
 
@@ -52,3 +55,19 @@ def test_a_worker_with_a_bad_limit_stops_at_start_up_saying_why() -> None:
     assert workers.process.wait(timeout=60) != 0
     workers.stop()
     assert workers.logged_any("CRAWLER_FETCH_DEADLINE must be a positive number, not 'soon'")
+
+
+def test_fetch_sessions_read_the_environment_once_unless_a_proxy_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in [name for name in os.environ if "proxy" in name.lower()]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", "/nonexistent")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+
+    quiet = guarded_session()
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    proxied = guarded_session()
+
+    assert (quiet.trust_env, quiet.verify) == (False, "/etc/ssl/certs/ca-certificates.crt")
+    assert proxied.trust_env is True
