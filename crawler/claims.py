@@ -100,15 +100,16 @@ def send_claimed(
     crawl_id: str | None = None,
     *,
     first_delivery: bool = True,
-) -> int:
-    """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet; return how many.
+) -> list[str]:
+    """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet; return the ids
+    of the messages sent.
 
     The new claims are counted in the crawl's counters before anything is sent.  Only
     the messages to send are built: most links of a page are claimed already.
     """
     claims = {url_hash(url): (url, child_message_id(parent_id, url)) for url in urls}
     if not claims:
-        return 0
+        return []
     taken = set(
         client.add_multi({key: mid.encode() for key, (_, mid) in claims.items()}, time=CLAIM_TTL)
     )
@@ -119,7 +120,7 @@ def send_claimed(
         # Keys this very message claimed on an earlier, interrupted try: send them again.
         stored = client.get_multi(list(taken))
         ours = {key for key in taken if stored.get(key) == claims[key][1].encode()}
-    sent = 0
+    sent = []
     for key, (url, message_id) in claims.items():
         if key not in taken or key in ours:
             message: dramatiq.Message[Any] = dramatiq.Message(
@@ -131,5 +132,5 @@ def send_claimed(
                 message_id=message_id,
             )
             actor.broker.enqueue(message)
-            sent += 1
+            sent.append(message_id)
     return sent

@@ -132,7 +132,7 @@ def crawl(
     links = links_to_follow(anchors or [], crawl_options, depth)
     with memcache_pool.reserve() as client:
         kwargs = child_arguments(depth, options, via_public=fetch_was_public())
-        claims.send_claimed(
+        sent = claims.send_claimed(
             client,
             crawl,
             message.message_id,
@@ -143,7 +143,7 @@ def crawl(
         )
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
-    records.note(records.page_record(url, response, anchors, depth))
+    records.note(records.page_record(url, response, anchors, depth, sent))
 
 
 def main(args: list[str]) -> int:

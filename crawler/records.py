@@ -44,9 +44,10 @@ def _take_noted() -> Record | None:
 
 
 def page_record(
-    url: str, response: requests.Response, links: list[str] | None, depth: int
+    url: str, response: requests.Response, links: list[str] | None, depth: int, sent: list[str]
 ) -> Record:
-    """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML."""
+    """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML,
+    ``sent`` the ids of the messages it sent for the new URLs among them."""
     return {
         "url": url,
         "outcome": CRAWLED if links is not None else NOT_HTML,
@@ -54,6 +55,7 @@ def page_record(
         "content_type": response.headers.get("content-type"),
         "links": links if links is not None else [],
         "depth": depth,
+        "sent": sent,
     }
 
 
@@ -111,6 +113,7 @@ class Recorder(Middleware):
                 "depth": message.kwargs.get("depth", 0),
             }
         record["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
+        record["message_id"] = message.message_id
         self.on_record(record, message)
 
 
@@ -122,7 +125,8 @@ class RecordFile:
         self._lock = threading.Lock()
 
     def write(self, record: Record) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
+        public = {key: value for key, value in record.items() if key != "sent"}
+        line = json.dumps(public, ensure_ascii=False) + "\n"
         with self._lock:
             if self._file is not None:
                 self._file.write(line)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,8 +14,6 @@ from crawler.records import DEFERRED, RETRYING, WRITTEN, RecordFile
 
 #: Seconds each wait for records lasts before the counters are read again.
 POLL = 0.5
-#: Seconds to wait for the records of a crawl that the counters say is over.
-LAST_RECORDS_WAIT = 10.0
 
 
 def seed(
@@ -34,48 +31,49 @@ def seed(
     reader = results.Reader(example.broker, crawl_id) if wait else None
     with example.memcache_pool.reserve() as client:
         counters.start(client, crawl_id, len(urls))
-    for url in urls:
-        example.crawl.send_with_options(args=(url,), kwargs=kwargs)
+    seeds = [example.crawl.send_with_options(args=(url,), kwargs=kwargs).message_id for url in urls]
     print(f"crawl {crawl_id} seeded with {len(urls)} URL(s)", flush=True)
     if reader is None:
         return 0
-    return follow(example, crawl_id, reader, output)
+    return follow(example, crawl_id, seeds, reader, output)
 
 
-def follow(example: ModuleType, crawl_id: str, reader: results.Reader, output: Path | None) -> int:
+def follow(
+    example: ModuleType,
+    crawl_id: str,
+    seeds: list[str],
+    reader: results.Reader,
+    output: Path | None,
+) -> int:
     """Show progress until nothing of the crawl is queued, in flight or waiting for a retry.
 
-    Ctrl-C stops the waiting, not the crawl.
+    "Finished" is read from the records themselves: each message's final record names
+    the messages it sent, so the crawl is over once the seeds and every message named
+    have ended, in whatever order their records came.  A record sent again after a
+    worker died counts once.  Ctrl-C stops the waiting, not the crawl.
     """
     progress = Progress()
     records = RecordFile(output) if output is not None else None
     written: set[str] = set()
-    received = 0
+    expected: set[str] = set(seeds)
+    ended: set[str] = set()
     interrupted = False
-    over_since: float | None = None
     try:
-        while True:
+        while not expected <= ended:
             for record in reader.read(timeout=POLL):
-                received += 1
-                if record["outcome"] in WRITTEN:
-                    if record["url"] in written:
-                        continue  # a second record after a worker died mid-message
+                if record["message_id"] in ended:
+                    continue  # sent again by a worker that died before it acknowledged
+                ended.add(record["message_id"])
+                expected.update(record.pop("sent", ()))
+                if record["outcome"] in WRITTEN and record["url"] not in written:
                     written.add(record["url"])
                     if records is not None:
                         records.write(record)
                 progress.record(record)
             figures = _figures(example, crawl_id)
-            progress.discovered = figures[counters.DISCOVERED]
+            progress.discovered = max(figures[counters.DISCOVERED], len(expected))
             progress.counts[RETRYING] = figures[RETRYING]
             progress.show()
-            ended = sum(
-                figures[name] for name in counters.NAMES[2:] if name not in (RETRYING, DEFERRED)
-            )
-            if figures[counters.OUTSTANDING] <= 0:
-                over_since = over_since or time.monotonic()
-                # Workers send a record before they count its message ended.
-                if received >= ended or time.monotonic() - over_since > LAST_RECORDS_WAIT:
-                    break
     except KeyboardInterrupt:
         interrupted = True
     finally:
