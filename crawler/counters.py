@@ -11,13 +11,22 @@ from typing import Any
 
 import pylibmc
 
-from crawler.records import DEFERRED, RETRYING
+from crawler.records import (
+    CRAWLED,
+    DEFERRED,
+    DISALLOWED,
+    DUPLICATE,
+    FAILED,
+    NOT_HTML,
+    OVER_BUDGET,
+    RETRYING,
+)
 
 #: How long a crawl's counters are kept after their last change, in seconds.
 COUNTER_TTL = 7 * 24 * 3600
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
 #: The outcomes that end a message, each counted once per message.
-ENDINGS = ("crawled", "not-html", "duplicate", "over-budget", "disallowed", "failed")
+ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE, OVER_BUDGET, DISALLOWED, FAILED)
 #: Every counter a crawl has.
 NAMES = (OUTSTANDING, DISCOVERED, *ENDINGS, RETRYING, DEFERRED)
 

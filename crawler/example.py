@@ -42,7 +42,7 @@ from crawler.network_guard import fetch_was_public, guarded_session, start_fetch
 from crawler.options import CrawlOptions
 from crawler.records import Recorder
 from crawler.scope import child_arguments, links_to_follow
-from crawler.seeding import broker_address, http_url, positive_int
+from crawler.seeding import broker_address, http_url
 
 logger = logging.getLogger("example")
 memcache_client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
@@ -162,7 +162,9 @@ def main(args: list[str]) -> int:
     local_mode.add_argument(
         "--local", action="store_true", help="crawl in this process until nothing is left"
     )
-    local_mode.add_argument("--threads", type=positive_int, help="fetching threads (default 8)")
+    local_mode.add_argument(
+        "--threads", type=options.positive_int, help="fetching threads (default 8)"
+    )
     parser.add_argument(
         "--output", type=Path, help="with --local or --wait: one JSON line per crawled URL"
     )

@@ -75,7 +75,7 @@ def _get(
 ) -> requests.Response:
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        raise TransientError(f"the fetch took longer than {limits.fetch_deadline:g}s")
+        raise _overdue(limits)
     timeout = (min(TIMEOUT[0], remaining), min(TIMEOUT[1], remaining))
     try:
         return session.get(
@@ -91,6 +91,10 @@ def _get(
         raise TransientError(f"{type(e).__name__}: {e}") from e
 
 
+def _overdue(limits: Limits) -> TransientError:
+    return TransientError(f"the fetch took longer than {limits.fetch_deadline:g}s")
+
+
 def is_html(response: requests.Response) -> bool:
     return response.headers.get("content-type", "").lower().startswith("text/html")
 
@@ -100,7 +104,7 @@ def read_body(response: requests.Response, limits: Limits) -> bytes:
     deadline: float = response.deadline  # type: ignore[attr-defined]
     raw = response.raw
     body = bytearray()
-    overdue = TransientError(f"the fetch took longer than {limits.fetch_deadline:g}s")
+    overdue = _overdue(limits)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:

@@ -16,6 +16,8 @@ _created: dict[str, Any] = {}
 
 def _metrics() -> dict[str, Any]:
     """The metrics, created once, by whichever worker thread comes first."""
+    if _created:  # filled in one step under the lock; afterwards only read
+        return _created
     with _lock:
         if not _created:
             _created.update(_create())

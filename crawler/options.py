@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,9 +73,6 @@ class CrawlOptions:
             host == domain or host.endswith("." + domain) for domain in self.allowed_domains
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 UPSTREAM = CrawlOptions()
 
@@ -99,15 +96,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also follow links to DOMAIN and its subdomains (repeatable)",
     )
     group.add_argument("--max-depth", type=whole_number, metavar="N", help="seeds are depth 0")
-    group.add_argument(
-        "--max-pages", type=positive_number(int), metavar="N", help="fetch N pages at most"
-    )
+    group.add_argument("--max-pages", type=positive_int, metavar="N", help="fetch N pages at most")
     group.add_argument(
         "--obey-robots", action="store_true", help="honour robots.txt and its Crawl-delay"
     )
     group.add_argument(
         "--max-rate",
-        type=positive_number(float),
+        type=positive_float,
         metavar="R",
         help="R requests per second per host at most, across all workers",
     )
@@ -141,14 +136,19 @@ def whole_number(value: str) -> int:
     return int(value)
 
 
-def positive_number(kind: type[int] | type[float]) -> Any:
-    def parse(value: str) -> int | float:
-        try:
-            number = kind(value)
-        except ValueError:
-            number = 0
-        if number <= 0:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a number above zero")
-        return number
+def positive_int(value: str) -> int:
+    """An ``argparse`` type: a whole number above zero."""
+    if not value.isdigit() or int(value) == 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number above zero")
+    return int(value)
 
-    return parse
+
+def positive_float(value: str) -> float:
+    """An ``argparse`` type: a number above zero."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number above zero")
+    return number

@@ -27,13 +27,6 @@ def http_url(value: str) -> str:
     return canonical_url(clean_href(value))
 
 
-def positive_int(value: str) -> int:
-    """An ``argparse`` type: a whole number above zero."""
-    if not value.isdigit() or int(value) == 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number above zero")
-    return int(value)
-
-
 def broker_address() -> str:
     """The broker the seeder talks to, password hidden, for error messages."""
     url = redis_url() if uses_redis() else rabbitmq_url()

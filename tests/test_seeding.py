@@ -48,3 +48,19 @@ def test_seeder_prints_usage_and_fails_without_a_url() -> None:
     assert result.returncode == 2
     assert "usage:" in result.stderr
     assert "url" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["--local", "--threads", "0"], "argument --threads: '0' is not a whole number above zero"),
+        (["--max-pages", "1.5"], "argument --max-pages: '1.5' is not a whole number above zero"),
+        (["--max-rate", "fast"], "argument --max-rate: 'fast' is not a number above zero"),
+        (["--max-depth", "-1"], "argument --max-depth: '-1' is not a whole number"),
+    ],
+)
+def test_seeder_refuses_a_bad_option_value_saying_which(args: list[str], reason: str) -> None:
+    result = seed(environment(), "http://127.0.0.1:1/", *args)
+
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == f"python -m crawler.example: error: {reason}"
