@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -179,18 +180,28 @@ def crawl_with_workers(broker: str, seed: str, pages: int, tmp: Path) -> dict[st
     workers = start_workers(env, "crawler.example")
     pids = children(workers.pid)
     services = service_pids()
-    parts = {"workers": pids, broker: services[broker], "memcached": services["memcached"]}
+    parts = {
+        "workers": pids,
+        "worker parent": [workers.pid],  # dramatiq's main process: relays the workers' logs
+        broker: services[broker],
+        "memcached": services["memcached"],
+    }
     cpu_before = {pid: cpu_seconds(pid) for group in parts.values() for pid in group}
+    seeder_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "crawler.example", seed, "--wait"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     elapsed = time.monotonic() - started
+    seeder_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_by_part = {
         part: sum(cpu_seconds(pid) - cpu_before[pid] for pid in group)
         for part, group in parts.items()
     }
+    cpu_by_part["seeder"] = (seeder_after.ru_utime + seeder_after.ru_stime) - (
+        seeder_before.ru_utime + seeder_before.ru_stime
+    )
     cpu = sum(cpu_by_part.values())
     rss = max(peak_rss_mib(pid) for pid in pids)
     metrics = urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10).read().decode()

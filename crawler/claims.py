@@ -104,33 +104,42 @@ def send_claimed(
     """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet; return the ids
     of the messages sent.
 
-    The new claims are counted in the crawl's counters before anything is sent.  Only
-    the messages to send are built: most links of a page are claimed already.
+    Most links of a page are claimed already, so one ``get_multi`` finds those and
+    only the rest are added (an ``add`` is a round trip per key) and get message ids.
+    The new claims are counted in the crawl's counters before anything is sent.
     """
-    claims = {url_hash(url): (url, child_message_id(parent_id, url)) for url in urls}
-    if not claims:
+    keys = {url_hash(url): url for url in urls}
+    if not keys:
         return []
-    taken = set(
-        client.add_multi({key: mid.encode() for key, (_, mid) in claims.items()}, time=CLAIM_TTL)
+    stored = client.get_multi(list(keys))
+    fresh = {
+        key: child_message_id(parent_id, url) for key, url in keys.items() if key not in stored
+    }
+    taken = (
+        set(client.add_multi({key: mid.encode() for key, mid in fresh.items()}, time=CLAIM_TTL))
+        if fresh
+        else set()
     )
+    to_send = {key: mid for key, mid in fresh.items() if key not in taken}
     if crawl_id is not None:
-        counters.discovered(client, crawl_id, len(claims) - len(taken))
-    ours: set[str] = set()
-    if taken and not first_delivery:
+        counters.discovered(client, crawl_id, len(to_send))
+    if not first_delivery:
         # Keys this very message claimed on an earlier, interrupted try: send them again.
-        stored = client.get_multi(list(taken))
-        ours = {key for key in taken if stored.get(key) == claims[key][1].encode()}
+        for key, value in stored.items():
+            mid = child_message_id(parent_id, keys[key])
+            if value == mid.encode():
+                to_send[key] = mid
     sent = []
-    for key, (url, message_id) in claims.items():
-        if key not in taken or key in ours:
+    for key, url in keys.items():
+        if key in to_send:
             message: dramatiq.Message[Any] = dramatiq.Message(
                 queue_name=actor.queue_name,
                 actor_name=actor.actor_name,
                 args=(url,),
                 kwargs=kwargs,
                 options={},
-                message_id=message_id,
+                message_id=to_send[key],
             )
             actor.broker.enqueue(message)
-            sent.append(message_id)
+            sent.append(to_send[key])
     return sent

@@ -1,8 +1,10 @@
 """Per-crawl counters that every worker updates and the seeder reads, kept in Memcached.
 
-``outstanding`` is the heart of "finished": it grows by each new URL before its
-message is sent and shrinks once when a message ends for good, so it is 0 only
-when nothing is queued, in flight or waiting for a retry.
+``outstanding`` is the heart of "finished": ``discovered`` grows by each new URL
+before its message is sent and each message counts its final outcome once, so
+``discovered`` minus the endings is 0 only when nothing is queued, in flight or
+waiting for a retry.  It is worked out when read, not stored: one round trip less
+for every URL found and every message ended.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ COUNTER_TTL = 7 * 24 * 3600
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
 #: The outcomes that end a message, each counted once per message.
 ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE, OVER_BUDGET, DISALLOWED, FAILED)
-#: Every counter a crawl has.
-NAMES = (OUTSTANDING, DISCOVERED, *ENDINGS, RETRYING, DEFERRED)
+#: The counters kept in Memcached.
+STORED = (DISCOVERED, *ENDINGS, RETRYING, DEFERRED)
+#: Every figure of a crawl.
+NAMES = (OUTSTANDING, *STORED)
 
 
 def _key(crawl_id: str, name: str) -> str:
@@ -47,9 +51,8 @@ def _add(client: Any, key: str, amount: int) -> None:
 
 
 def start(client: Any, crawl_id: str, seeds: int) -> None:
-    """Count the seeds as discovered and outstanding, before they are sent."""
+    """Count the seeds as discovered, before they are sent."""
     _add(client, _key(crawl_id, DISCOVERED), seeds)
-    _add(client, _key(crawl_id, OUTSTANDING), seeds)
 
 
 def discovered(client: Any, crawl_id: str, new_urls: int) -> None:
@@ -58,17 +61,17 @@ def discovered(client: Any, crawl_id: str, new_urls: int) -> None:
 
 
 def ended(client: Any, crawl_id: str, message_id: str, outcome: str) -> None:
-    """Count a message's outcome; a final one ends the message, once even if redelivered."""
-    if outcome in (RETRYING, DEFERRED):
+    """Count a message's outcome; a final one only once per message, even if redelivered."""
+    final = outcome not in (RETRYING, DEFERRED)
+    if not final or client.add(f"ended:{message_id}", 1, time=COUNTER_TTL):
         _add(client, _key(crawl_id, outcome), 1)
-    elif client.add(f"ended:{message_id}", 1, time=COUNTER_TTL):
-        _add(client, _key(crawl_id, outcome), 1)
-        client.decr(_key(crawl_id, OUTSTANDING), 1)
 
 
 def read(client: Any, crawl_id: str) -> dict[str, int] | None:
     """Every counter of the crawl, or None when the crawl is unknown."""
-    found = client.get_multi([_key(crawl_id, name) for name in NAMES])
+    found = client.get_multi([_key(crawl_id, name) for name in STORED])
     if not found:
         return None
-    return {name: int(found.get(_key(crawl_id, name), 0)) for name in NAMES}
+    figures = {name: int(found.get(_key(crawl_id, name), 0)) for name in STORED}
+    figures[OUTSTANDING] = figures[DISCOVERED] - sum(figures[name] for name in ENDINGS)
+    return figures

@@ -78,6 +78,25 @@ def _get(
         raise _overdue(limits)
     timeout = (min(TIMEOUT[0], remaining), min(TIMEOUT[1], remaining))
     try:
+        return _send_get(session, url, user_agent, timeout)
+    except _PERMANENT_REQUEST_ERRORS as e:
+        raise PermanentError(f"{type(e).__name__}: {e}") from e
+    except (requests.ConnectionError, requests.Timeout) as e:
+        raise TransientError(f"{type(e).__name__}: {e}") from e
+
+
+def _send_get(
+    session: requests.Session, url: str, user_agent: str, timeout: tuple[float, float]
+) -> requests.Response:
+    """``session.get(url, headers=..., timeout=..., stream=True, allow_redirects=False)``,
+    minus the work requests repeats for every request to merge per-call settings and
+    hooks that a crawler never passes: a third less CPU per GET (benchmarks/README.md).
+
+    The session's headers, cookies, TLS settings and adapter (the network guard) are
+    used as ``session.get`` uses them; with proxies or netrc from the environment
+    (``trust_env``) requests' own path runs, to honour them.
+    """
+    if session.trust_env:
         return session.get(
             url,
             headers={"User-Agent": user_agent},
@@ -85,10 +104,24 @@ def _get(
             stream=True,
             allow_redirects=False,
         )
-    except _PERMANENT_REQUEST_ERRORS as e:
-        raise PermanentError(f"{type(e).__name__}: {e}") from e
-    except (requests.ConnectionError, requests.Timeout) as e:
-        raise TransientError(f"{type(e).__name__}: {e}") from e
+    request = requests.PreparedRequest()
+    request.prepare(
+        method="GET",
+        url=url,
+        headers={**session.headers, "User-Agent": user_agent},
+        cookies=session.cookies,
+    )
+    response = session.get_adapter(url).send(
+        request,
+        stream=True,
+        timeout=timeout,
+        verify=True if session.verify is None else session.verify,
+        cert=session.cert,
+        proxies=session.proxies,
+    )
+    if response.cookies:
+        session.cookies.update(response.cookies)
+    return response
 
 
 def _overdue(limits: Limits) -> TransientError:

@@ -17,6 +17,8 @@ from crawler.records import Record
 
 #: A results queue nobody reads for a day is deleted by RabbitMQ.
 EXPIRES_MS = 24 * 3600 * 1000
+#: Records the seeder takes (Redis) or acknowledges (RabbitMQ) at once.
+BATCH = 100
 
 
 def name(crawl_id: str) -> str:
@@ -31,8 +33,9 @@ def publish(broker: dramatiq.Broker, crawl_id: str, record: Record) -> None:
     body = json.dumps(record, ensure_ascii=False).encode()
     if _is_redis(broker):
         client: Any = broker.client  # type: ignore[attr-defined]
-        client.rpush(name(crawl_id), body)
-        client.expire(name(crawl_id), EXPIRES_MS // 1000)
+        pipeline = client.pipeline(transaction=False)  # one round trip
+        pipeline.rpush(name(crawl_id), body).expire(name(crawl_id), EXPIRES_MS // 1000)
+        pipeline.execute()
     else:
         broker.channel.basic_publish(exchange="", routing_key=name(crawl_id), body=body)  # type: ignore[attr-defined]
 
@@ -48,26 +51,35 @@ class Reader:
             channel.queue_declare(self.queue, arguments={"x-expires": EXPIRES_MS})
 
     def read(self, timeout: float) -> Iterator[Record]:
-        """Records for up to ``timeout`` seconds, or fewer once none is waiting."""
+        """Records for up to ``timeout`` seconds, or fewer once none is waiting.
+
+        Fetched and acknowledged in batches: one round trip per batch, not per record.
+        """
         deadline = time.monotonic() + timeout
         if _is_redis(self.broker):
             client: Any = self.broker.client  # type: ignore[attr-defined]
             first = client.blpop([self.queue], timeout=max(timeout, 0.01))
             if first is not None:
                 yield json.loads(first[1])
-                while time.monotonic() < deadline and (body := client.lpop(self.queue)):
-                    yield json.loads(body)
+                while time.monotonic() < deadline and (bodies := client.lpop(self.queue, BATCH)):
+                    yield from map(json.loads, bodies)
             return
         channel = self.broker.channel  # type: ignore[attr-defined]
+        unacknowledged = None
         for method, _properties, body in channel.consume(
             self.queue, inactivity_timeout=timeout, auto_ack=False
         ):
             if method is None:
                 break
             yield json.loads(body)
-            channel.basic_ack(method.delivery_tag)
+            unacknowledged = method.delivery_tag
+            if unacknowledged % BATCH == 0:
+                channel.basic_ack(unacknowledged, multiple=True)
+                unacknowledged = None
             if time.monotonic() >= deadline:
                 break
+        if unacknowledged is not None:
+            channel.basic_ack(unacknowledged, multiple=True)
         channel.cancel()
 
     def close(self) -> None:

@@ -1,0 +1,45 @@
+"""The GET behind ``crawl``: what ``fetching.fetch`` sends, as ``session.get`` would."""
+
+from __future__ import annotations
+
+from http.server import BaseHTTPRequestHandler
+
+import pytest
+
+from crawler.environment import Limits
+from crawler.fetching import fetch, read_body
+from crawler.network_guard import guarded_session
+from tests.site_server import Page, SiteServer, send
+
+
+@pytest.mark.parametrize("trust_env", [False, True], ids=["lean path", "requests' own path"])
+def test_fetch_sends_the_session_headers_and_keeps_cookies_like_session_get(
+    trust_env: bool,
+) -> None:
+    seen: list[dict[str, str]] = []
+
+    def set_cookie(handler: BaseHTTPRequestHandler, nth: int) -> None:
+        seen.append(dict(handler.headers))
+        send(handler, Page(b"<html></html>"), Set_Cookie="visit=1; Path=/")
+
+    def echo(handler: BaseHTTPRequestHandler, nth: int) -> None:
+        seen.append(dict(handler.headers))
+        send(handler, Page(b"<html>second</html>"))
+
+    site = SiteServer(behaviors={"/first": set_cookie, "/second": echo}).start()
+    try:
+        session = guarded_session()
+        session.trust_env = trust_env
+        for path in ("/first", "/second"):
+            response = fetch(session, site.url(path), Limits(), "test-agent/1")
+            body = read_body(response, Limits())
+            response.close()
+        assert body == b"<html>second</html>"
+    finally:
+        site.stop()
+    first, second = seen
+    assert first["User-Agent"] == second["User-Agent"] == "test-agent/1"
+    assert "gzip" in first["Accept-Encoding"] and first["Accept"] == "*/*"
+    assert "Cookie" not in first
+    assert second["Cookie"] == "visit=1"
+    assert session.cookies.get("visit") == "1"
