@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import string
+from functools import lru_cache
 from urllib.parse import quote, urldefrag, urlsplit, urlunsplit
 
 #: Printable ASCII stays as written; anything else (spaces, controls, non-ASCII
@@ -11,6 +12,11 @@ from urllib.parse import quote, urldefrag, urlsplit, urlunsplit
 _KEEP = string.punctuation
 
 
+#: URLs whose cleaning is remembered; a site's menus link every page to the same few.
+CACHE_SIZE = 4096
+
+
+@lru_cache(maxsize=CACHE_SIZE)
 def clean_anchor(raw: bytes) -> str:
     """The URL an ``href`` attribute's raw bytes point at, without its fragment.
 
