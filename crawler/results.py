@@ -58,11 +58,12 @@ class Reader:
         deadline = time.monotonic() + timeout
         if _is_redis(self.broker):
             client: Any = self.broker.client  # type: ignore[attr-defined]
-            first = client.blpop([self.queue], timeout=max(timeout, 0.01))
-            if first is not None:
+            while (remaining := deadline - time.monotonic()) > 0:
+                first = client.blpop([self.queue], timeout=max(remaining, 0.01))
+                if first is None:
+                    return
                 yield json.loads(first[1])
-                while time.monotonic() < deadline and (bodies := client.lpop(self.queue, BATCH)):
-                    yield from map(json.loads, bodies)
+                yield from map(json.loads, client.lpop(self.queue, BATCH) or ())
             return
         channel = self.broker.channel  # type: ignore[attr-defined]
         unacknowledged = None
