@@ -67,15 +67,6 @@ class MemoryClient:
             self._items[key] = (int(value) + delta, expires)
             return int(value) + delta
 
-    def decr(self, key: str, delta: int = 1) -> int:
-        """As Memcached: never below zero."""
-        with self._lock:
-            value = self._live(key, _now())
-            if value is None:
-                raise KeyError(key)
-            self._items[key] = (max(int(value) - delta, 0), self._items[key][1])
-            return max(int(value) - delta, 0)
-
 
 def _now() -> float:
     return time.monotonic()

@@ -13,7 +13,9 @@ def links_to_follow(anchors: list[str], options: CrawlOptions, depth: int) -> li
     """The canonical, distinct ``anchors`` that ``options`` allow one hop below ``depth``."""
     if options.max_depth is not None and depth + 1 > options.max_depth:
         return []
-    links = dict.fromkeys(canonical_url(anchor) for anchor in anchors)
+    links = list(dict.fromkeys(canonical_url(anchor) for anchor in anchors))
+    if not options.allowed_domains:
+        return links
     return [link for link in links if options.allows_host(urlsplit(link).hostname or "")]
 
 
