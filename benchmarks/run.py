@@ -1,7 +1,7 @@
 """One benchmark run, side by side: this crawler on RabbitMQ and on Redis, ``--local``,
 Scrapy, and a no-op Dramatiq actor as the ceiling, all on the same local site.
 
-    python benchmarks/run.py --pages 2000 --links 10        # the full run
+    python benchmarks/run.py --pages 2000 --links 10 --repeat 3   # the full run
     python benchmarks/run.py --pages 200 --links 5 --quick  # the smoke run CI does
 
 Prints one table with ratios and writes the figures as JSON (``--json``).
@@ -306,6 +306,9 @@ def main() -> int:
         "--threads", type=int, default=THREADS, help="per worker process; Scrapy and --local get 2x"
     )
     parser.add_argument("--quick", action="store_true", help="skip Scrapy and the ceilings")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds, taking turns; the median is reported"
+    )
     parser.add_argument("--json", type=Path, default=Path("benchmark.json"))
     args = parser.parse_args()
     THREADS = args.threads
@@ -313,6 +316,7 @@ def main() -> int:
     results: dict[str, Any] = {
         "pages": args.pages, "links": args.links, "processes": PROCESSES, "threads": THREADS
     }  # fmt: skip
+    runs: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as directory:
         tmp = Path(directory)
         tmp.chmod(0o755)  # nginx workers read the site as an unprivileged user
@@ -323,18 +327,42 @@ def main() -> int:
         seed = f"{base}/page/0.html"
         with serve(tmp / "site", port) as server:
             results["server"] = server
-            results["rabbitmq"] = crawl_with_workers("rabbitmq", seed, args.pages, tmp)
-            results["redis"] = crawl_with_workers("redis", seed, args.pages, tmp)
-            results["local"] = crawl_locally(seed)
-            if not args.quick:
-                results["scrapy"] = crawl_with_scrapy(seed, tmp)
+            # Rounds take turns, so that a slow spell of a shared machine hits every
+            # contender alike; each figure is the median of its rounds.
+            for round_ in range(args.repeat):
+                prefix = tmp / f"round-{round_}"
+                prefix.mkdir()
+                for broker in ("rabbitmq", "redis"):
+                    runs.setdefault(broker, []).append(
+                        crawl_with_workers(broker, seed, args.pages, prefix)
+                    )
+                runs.setdefault("local", []).append(crawl_locally(seed))
+                if not args.quick:
+                    scrapy = crawl_with_scrapy(seed, prefix)
+                    if scrapy is not None:
+                        runs.setdefault("scrapy", []).append(scrapy)
         if not args.quick:
             for broker in ("rabbitmq", "redis"):
-                results[f"noop_{broker}"] = noop_ceiling(broker, args.noop_messages, tmp)
+                for round_ in range(args.repeat):
+                    prefix = tmp / f"round-{round_}"
+                    runs.setdefault(f"noop_{broker}", []).append(
+                        noop_ceiling(broker, args.noop_messages, prefix)
+                    )
+    results["repeat"] = args.repeat
+    for run, figures in runs.items():
+        results[run] = median_run(figures)
+        results[run]["rounds"] = figures
 
     args.json.write_text(json.dumps(results, indent=2))
     print(table(results))
     return 0
+
+
+def median_run(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round with the median rate (the lower middle one of an even number)."""
+    key = "pages_per_s" if "pages_per_s" in rounds[0] else "messages_per_s"
+    ordered = sorted(rounds, key=lambda figures: float(figures[key]))
+    return dict(ordered[(len(ordered) - 1) // 2])
 
 
 def table(results: dict[str, Any]) -> str:
@@ -342,7 +370,8 @@ def table(results: dict[str, Any]) -> str:
     lines = [
         f"site: {results['pages']} pages x {results['links']} links, "
         f"served by {results['server']}; "
-        f"workers {results['processes']} processes x {results['threads']} threads",
+        f"workers {results['processes']} processes x {results['threads']} threads; "
+        f"median of {results['repeat']} round(s)",
         f"{'run':<10} {'pages/s':>8} {'msgs/page':>9} {'CPU ms/page':>11} {'RSS MiB':>8} "
         f"{'/Scrapy':>7} {'/no-op':>7}",
     ]
