@@ -19,6 +19,8 @@ from crawler.records import Record
 EXPIRES_MS = 24 * 3600 * 1000
 #: Records the seeder takes (Redis) or acknowledges (RabbitMQ) at once.
 BATCH = 100
+#: Seconds the seeder lets records gather once it has read every waiting one.
+GATHER = 0.05
 
 
 def name(crawl_id: str) -> str:
@@ -40,6 +42,10 @@ def publish(broker: dramatiq.Broker, crawl_id: str, record: Record) -> None:
         broker.channel.basic_publish(exchange="", routing_key=name(crawl_id), body=body)  # type: ignore[attr-defined]
 
 
+def _gather(deadline: float) -> None:
+    time.sleep(max(min(GATHER, deadline - time.monotonic()), 0))
+
+
 class Reader:
     """The seeder's end: :meth:`read` yields records as they come, waiting at most ``timeout``."""
 
@@ -53,7 +59,8 @@ class Reader:
     def read(self, timeout: float) -> Iterator[Record]:
         """Records for up to ``timeout`` seconds, or fewer once none is waiting.
 
-        Fetched and acknowledged in batches: one round trip per batch, not per record.
+        Fetched and acknowledged in batches: one round trip per batch, not per record;
+        once none is left, the next ones are left to gather for a moment.
         """
         deadline = time.monotonic() + timeout
         if _is_redis(self.broker):
@@ -63,7 +70,10 @@ class Reader:
                 if first is None:
                     return
                 yield json.loads(first[1])
-                yield from map(json.loads, client.lpop(self.queue, BATCH) or ())
+                bodies = client.lpop(self.queue, BATCH) or []
+                yield from map(json.loads, bodies)
+                if len(bodies) < BATCH:
+                    _gather(deadline)
             return
         channel = self.broker.channel  # type: ignore[attr-defined]
         unacknowledged = None
@@ -79,6 +89,8 @@ class Reader:
                 unacknowledged = None
             if time.monotonic() >= deadline:
                 break
+            if not channel.get_waiting_message_count():
+                _gather(deadline)
         if unacknowledged is not None:
             channel.basic_ack(unacknowledged, multiple=True)
         channel.cancel()
