@@ -11,7 +11,7 @@ _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
-@lru_cache(maxsize=4096)  # the same links come up page after page
+@lru_cache(maxsize=1024)  # the same links come up page after page
 def canonical_url(url: str) -> str:
     """Lower-case scheme and host, no default port, no fragment, an empty path as ``/``,
     and percent-escapes normalised (RFC 3986 6.2.2); the query keeps its order."""

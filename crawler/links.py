@@ -13,7 +13,7 @@ _KEEP = string.punctuation
 
 
 #: URLs whose cleaning is remembered; a site's menus link every page to the same few.
-CACHE_SIZE = 4096
+CACHE_SIZE = 1024
 
 
 @lru_cache(maxsize=CACHE_SIZE)
