@@ -2,7 +2,7 @@
 Scrapy, and a no-op Dramatiq actor as the ceiling, all on the same local site.
 
     python benchmarks/run.py --pages 2000 --links 10 --repeat 3   # the full run
-    python benchmarks/run.py --pages 200 --links 5 --quick  # the smoke run CI does
+    python benchmarks/run.py --pages 150 --links 5 --quick --repeat 2  # the smoke run CI does
 
 Prints one table with ratios and writes the figures as JSON (``--json``).
 Every address is on 127.0.0.1.
@@ -171,7 +171,7 @@ def metric(text: str, name: str) -> float:
     )
 
 
-def crawl_with_workers(broker: str, seed: str, pages: int, tmp: Path) -> dict[str, Any]:
+def crawl_with_workers(broker: str, seed: str, tmp: Path) -> dict[str, Any]:
     env = dict(os.environ, dramatiq_prom_db=str(tmp / f"prom-{broker}"))
     env.pop("REDIS", None)
     if broker == "redis":
@@ -198,9 +198,6 @@ def crawl_with_workers(broker: str, seed: str, pages: int, tmp: Path) -> dict[st
     started = time.monotonic()
     stdout, stderr = seeder.communicate(timeout=900)
     elapsed = time.monotonic() - started
-    result = subprocess.CompletedProcess(
-        seeder.args, seeder.returncode, seeded_line + stdout, stderr
-    )
     seeder_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_by_part = {
         part: sum(cpu_seconds(pid) - cpu_before[pid] for pid in group)
@@ -213,7 +210,7 @@ def crawl_with_workers(broker: str, seed: str, pages: int, tmp: Path) -> dict[st
     rss = max(peak_rss_mib(pid) for pid in pids)
     metrics = urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10).read().decode()
     stop(workers)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert seeder.returncode == 0, seeded_line + stdout + stderr
     crawled = metric(metrics, 'crawler_pages_total{outcome="crawled"}')
     messages = metric(metrics, "crawler_pages_total")
     return {
@@ -349,9 +346,7 @@ def main() -> int:
                 prefix = tmp / f"round-{round_}"
                 prefix.mkdir()
                 for broker in ("rabbitmq", "redis"):
-                    runs.setdefault(broker, []).append(
-                        crawl_with_workers(broker, seed, args.pages, prefix)
-                    )
+                    runs.setdefault(broker, []).append(crawl_with_workers(broker, seed, prefix))
                 runs.setdefault("local", []).append(crawl_locally(seed))
                 if not args.quick:
                     scrapy = crawl_with_scrapy(seed, prefix)

@@ -6,12 +6,14 @@ import re
 from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
+from crawler.links import CACHE_SIZE
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 
 
-@lru_cache(maxsize=1024)  # the same links come up page after page
+@lru_cache(maxsize=CACHE_SIZE)  # the same links come up page after page
 def canonical_url(url: str) -> str:
     """Lower-case scheme and host, no default port, no fragment, an empty path as ``/``,
     and percent-escapes normalised (RFC 3986 6.2.2); the query keeps its order."""

@@ -67,11 +67,12 @@ class CrawlOptions:
             values["allowed_domains"] = tuple(values["allowed_domains"])
         return cls(**values)
 
-    def allows_host(self, host: str) -> bool:
-        host = host.lower().rstrip(".")
-        return not self.allowed_domains or any(
-            host == domain or host.endswith("." + domain) for domain in self.allowed_domains
-        )
+    def allows_url(self, url: str) -> bool:
+        """Whether ``url``'s host is in the crawl's domains (any host when none is set)."""
+        if not self.allowed_domains:
+            return True
+        host = (urlsplit(url).hostname or "").rstrip(".")
+        return any(host == domain or host.endswith("." + domain) for domain in self.allowed_domains)
 
 
 UPSTREAM = CrawlOptions()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from crawler.canonical import canonical_url
 from crawler.options import CrawlOptions
@@ -13,10 +12,8 @@ def links_to_follow(anchors: list[str], options: CrawlOptions, depth: int) -> li
     """The canonical, distinct ``anchors`` that ``options`` allow one hop below ``depth``."""
     if options.max_depth is not None and depth + 1 > options.max_depth:
         return []
-    links = list(dict.fromkeys(canonical_url(anchor) for anchor in anchors))
-    if not options.allowed_domains:
-        return links
-    return [link for link in links if options.allows_host(urlsplit(link).hostname or "")]
+    links = dict.fromkeys(canonical_url(anchor) for anchor in anchors)
+    return [link for link in links if options.allows_url(link)]
 
 
 def child_arguments(depth: int, options: dict[str, Any] | None, via_public: bool) -> dict[str, Any]:
