@@ -308,15 +308,19 @@ def noop_ceiling(broker: str, messages: int, tmp: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    global THREADS
+    global PROCESSES, THREADS
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--links", type=int, default=10)
     parser.add_argument("--noop-messages", type=int, default=20000)
+    parser.add_argument("--processes", type=int, default=PROCESSES, help="worker processes")
     parser.add_argument(
-        "--threads", type=int, default=THREADS, help="per worker process; Scrapy and --local get 2x"
+        "--threads",
+        type=int,
+        default=THREADS,
+        help="per worker process; Scrapy and --local get processes x threads",
     )
     parser.add_argument("--quick", action="store_true", help="skip Scrapy and the ceilings")
     parser.add_argument(
@@ -324,7 +328,7 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, default=Path("benchmark.json"))
     args = parser.parse_args()
-    THREADS = args.threads
+    PROCESSES, THREADS = args.processes, args.threads
 
     results: dict[str, Any] = {
         "pages": args.pages, "links": args.links, "processes": PROCESSES, "threads": THREADS

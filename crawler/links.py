@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 import string
 from functools import lru_cache
 from urllib.parse import quote, urldefrag, urlsplit, urlunsplit
@@ -14,6 +15,9 @@ _KEEP = string.punctuation
 
 #: URLs whose cleaning is remembered; a site's menus link every page to the same few.
 CACHE_SIZE = 1024
+#: An href that cleaning leaves as it is: printable ASCII with no space, no entity
+#: (``&``) and no fragment (``#``), which most hrefs are.
+_PLAIN_HREF = re.compile(rb"[!\x22$%'-~]*")
 
 
 @lru_cache(maxsize=CACHE_SIZE)
@@ -24,6 +28,8 @@ def clean_anchor(raw: bytes) -> str:
     percent-encoded instead of aborting the page, and ``#fragment`` is dropped
     so ``a.html#x`` and ``a.html`` are one page.
     """
+    if _PLAIN_HREF.fullmatch(raw):
+        return raw.decode("ascii")
     return clean_href(html.unescape(raw.decode("utf-8", "surrogateescape")))
 
 

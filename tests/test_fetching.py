@@ -13,7 +13,7 @@ from tests.site_server import Page, SiteServer, send
 
 
 @pytest.mark.parametrize("trust_env", [False, True], ids=["lean path", "requests' own path"])
-def test_fetch_sends_the_session_headers_and_keeps_cookies_like_session_get(
+def test_fetch_sends_headers_credentials_and_cookies_like_session_get(
     trust_env: bool,
 ) -> None:
     seen: list[dict[str, str]] = []
@@ -30,16 +30,19 @@ def test_fetch_sends_the_session_headers_and_keeps_cookies_like_session_get(
     try:
         session = guarded_session()
         session.trust_env = trust_env
-        for path in ("/first", "/second"):
-            response = fetch(session, site.url(path), Limits(), "test-agent/1")
+        # the last URL carries credentials, which requests sends as basic auth
+        with_credentials = site.url("/second").replace("://", "://user:pw@")
+        for url in (site.url("/first"), site.url("/second"), with_credentials):
+            response = fetch(session, url, Limits(), "test-agent/1")
             body = read_body(response, Limits())
             response.close()
         assert body == b"<html>second</html>"
     finally:
         site.stop()
-    first, second = seen
+    first, second, third = seen
     assert first["User-Agent"] == second["User-Agent"] == "test-agent/1"
     assert "gzip" in first["Accept-Encoding"] and first["Accept"] == "*/*"
-    assert "Cookie" not in first
+    assert "Cookie" not in first and "Authorization" not in first
+    assert third["Authorization"] == "Basic dXNlcjpwdw=="
     assert second["Cookie"] == "visit=1"
     assert session.cookies.get("visit") == "1"

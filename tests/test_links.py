@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import html
+import random
+
 import pytest
 
-from crawler.links import clean_anchor
+from crawler.links import clean_anchor, clean_href
 
 
 @pytest.mark.parametrize(
@@ -22,3 +25,14 @@ from crawler.links import clean_anchor
 )
 def test_clean_anchor(raw: bytes, url: str) -> None:
     assert clean_anchor(raw) == url
+
+
+def test_the_fast_path_for_plain_hrefs_cleans_as_the_full_one() -> None:
+    rng = random.Random(7)
+    pieces = [b"http://", b"h.example", b"/", b"a", b"Z", b"%41", b"%", b"&amp;", b"&", b"#f",
+              b"?", b"=", b" ", b"\t", b"\xe9", b"\xc3\xa9", b"'", b'"', b"~", b":", b"@",
+              b"\x7f"]  # fmt: skip
+    for _ in range(5000):
+        raw = b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 9)))
+        expected = clean_href(html.unescape(raw.decode("utf-8", "surrogateescape")))
+        assert clean_anchor.__wrapped__(raw) == expected, raw

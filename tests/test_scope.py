@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from dramatiq import Message
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example, network_guard
-from crawler.canonical import canonical_url
+from crawler.canonical import _canonicalise, canonical_url
 from crawler.errors import PermanentError
 from crawler.html_links import html_links
 from crawler.options import CrawlOptions
@@ -29,6 +31,25 @@ from tests.site_server import SiteServer, html
 )
 def test_canonical_url(url: str, canonical: str) -> None:
     assert canonical_url(url) == canonical
+
+
+def test_the_fast_path_for_canonical_urls_agrees_with_the_full_one() -> None:
+    rng = random.Random(7)
+    starts = ["http://", "https://", "HTTP://", "http:", "ftp://", ""]
+    hosts = ["h", "h.example", "H.example", "h-1.example.", "127.0.0.1", "[::1]", "u:p@h", "h_x"]
+    ports = ["", ":80", ":443", ":8080", ":080", ":0", ":65535", ":65536", ":99999", ":x", ":"]
+    pieces = ["/", "a", "Z", "_", "%7e", "%7E", "%2f", "%", "?", "=", "&", "#f", "~", ":", "@",
+              ";", "!", " ", "é", "[", "]", "\\", "//", ".."]  # fmt: skip
+    for _ in range(5000):
+        url = rng.choice(starts) + rng.choice(hosts) + rng.choice(ports)
+        url += "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 7)))
+        try:
+            expected = _canonicalise(url)
+        except ValueError:  # urlsplit refuses it: the fast path must not take it either
+            with pytest.raises(ValueError):
+                canonical_url.__wrapped__(url)
+            continue
+        assert canonical_url.__wrapped__(url) == expected, url
 
 
 def test_html_links_cope_with_quoting_case_attributes_entities_and_base() -> None:
