@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import dramatiq
+from dramatiq.brokers.redis import RedisBroker
 from dramatiq.middleware import CurrentMessage
 from dramatiq.middleware.prometheus import Prometheus
 
@@ -136,9 +138,8 @@ def make_broker() -> dramatiq.Broker:
 
 def _broker() -> dramatiq.Broker:
     if uses_redis():
-        from dramatiq.brokers.redis import RedisBroker
-
-        return RedisBroker(  # type: ignore[no-untyped-call]
+        return PromptRedisBroker(
+            poll_ms=int(number("CRAWLER_REDIS_POLL_MS", 100)),
             url=redis_url(),
             heartbeat_timeout=int(number("CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS", 30_000)),
             maintenance_chance=int(number("CRAWLER_REDIS_MAINTENANCE_CHANCE", 20_000)),
@@ -147,3 +148,23 @@ def _broker() -> dramatiq.Broker:
     from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
     return RabbitmqBroker(url=rabbitmq_url())
+
+
+class PromptRedisBroker(RedisBroker):
+    """Dramatiq's ``RedisBroker``, with idle polls capped at ``poll_ms``.
+
+    Redis has no push: a consumer that finds its queue empty polls again after a
+    growing pause, up to the worker's timeout (1 s by default).  A crawl's queue runs
+    dry while its first pages are fetched and again near its end, so without the cap
+    a page could wait a second for an idle worker.
+
+    Parameters:
+      poll_ms(int): The longest pause between two polls of an empty queue.
+    """
+
+    def __init__(self, *, poll_ms: int, **parameters: Any) -> None:
+        super().__init__(**parameters)  # type: ignore[no-untyped-call]
+        self.poll_ms = poll_ms
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Any:
+        return super().consume(queue_name, prefetch, min(timeout, self.poll_ms))

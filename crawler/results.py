@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import dramatiq
+from dramatiq.brokers.redis import RedisBroker
 
 from crawler.records import Record
 
@@ -28,7 +29,7 @@ def name(crawl_id: str) -> str:
 
 
 def _is_redis(broker: dramatiq.Broker) -> bool:
-    return type(broker).__name__ == "RedisBroker"
+    return isinstance(broker, RedisBroker)
 
 
 def publish(broker: dramatiq.Broker, crawl_id: str, record: Record) -> None:
@@ -56,8 +57,9 @@ class Reader:
             channel = broker.channel  # type: ignore[attr-defined]
             channel.queue_declare(self.queue, arguments={"x-expires": EXPIRES_MS})
 
-    def read(self, timeout: float) -> Iterator[Record]:
-        """Records for up to ``timeout`` seconds, or fewer once none is waiting.
+    def read(self, timeout: float) -> Generator[Record, None, None]:
+        """Records for up to ``timeout`` seconds, or fewer once none is waiting; the
+        caller may stop early.
 
         Fetched and acknowledged in batches: one round trip per batch, not per record;
         once none is left, the next ones are left to gather for a moment.
@@ -77,23 +79,25 @@ class Reader:
             return
         channel = self.broker.channel  # type: ignore[attr-defined]
         unacknowledged = None
-        for method, _properties, body in channel.consume(
-            self.queue, inactivity_timeout=timeout, auto_ack=False
-        ):
-            if method is None:
-                break
-            yield json.loads(body)
-            unacknowledged = method.delivery_tag
-            if unacknowledged % BATCH == 0:
+        try:
+            for method, _properties, body in channel.consume(
+                self.queue, inactivity_timeout=timeout, auto_ack=False
+            ):
+                if method is None:
+                    break
+                unacknowledged = method.delivery_tag
+                yield json.loads(body)
+                if unacknowledged % BATCH == 0:
+                    channel.basic_ack(unacknowledged, multiple=True)
+                    unacknowledged = None
+                if time.monotonic() >= deadline:
+                    break
+                if not channel.get_waiting_message_count():
+                    _gather(deadline)
+        finally:  # also when the caller stops early, having read all it needed
+            if unacknowledged is not None:
                 channel.basic_ack(unacknowledged, multiple=True)
-                unacknowledged = None
-            if time.monotonic() >= deadline:
-                break
-            if not channel.get_waiting_message_count():
-                _gather(deadline)
-        if unacknowledged is not None:
-            channel.basic_ack(unacknowledged, multiple=True)
-        channel.cancel()
+            channel.cancel()
 
     def close(self) -> None:
         if not _is_redis(self.broker):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import closing
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -60,16 +61,19 @@ def follow(
     interrupted = False
     try:
         while not expected <= ended:
-            for record in reader.read(timeout=POLL):
-                if record["message_id"] in ended:
-                    continue  # sent again by a worker that died before it acknowledged
-                ended.add(record["message_id"])
-                expected.update(record.pop("sent", ()))
-                if record["outcome"] in WRITTEN and record["url"] not in written:
-                    written.add(record["url"])
-                    if records is not None:
-                        records.write(record)
-                progress.record(record)
+            with closing(reader.read(timeout=POLL)) as arriving:
+                for record in arriving:
+                    if record["message_id"] in ended:
+                        continue  # sent again by a worker that died before it acknowledged
+                    ended.add(record["message_id"])
+                    expected.update(record.pop("sent", ()))
+                    if record["outcome"] in WRITTEN and record["url"] not in written:
+                        written.add(record["url"])
+                        if records is not None:
+                            records.write(record)
+                    progress.record(record)
+                    if expected <= ended:
+                        break  # that was the last one: no need to wait out the poll
             figures = _figures(example, crawl_id)
             progress.discovered = max(figures[counters.DISCOVERED], len(expected))
             progress.counts[RETRYING] = figures[RETRYING]

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 
-from crawler.environment import limits_from_environment, memcached_servers, rabbitmq_url
+from crawler.environment import (
+    limits_from_environment,
+    make_broker,
+    memcached_servers,
+    rabbitmq_url,
+)
 from crawler.network_guard import guarded_session
 from tests.workers import WorkerProcesses, environment
 
@@ -71,3 +77,22 @@ def test_fetch_sessions_read_the_environment_once_unless_a_proxy_is_set(
 
     assert (quiet.trust_env, quiet.verify) == (False, "/etc/ssl/certs/ca-certificates.crt")
     assert proxied.trust_env is True
+
+
+def test_an_idle_redis_worker_looks_at_its_queue_again_within_the_poll_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REDIS", "1")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/15")
+    monkeypatch.setenv("CRAWLER_REDIS_POLL_MS", "40")
+    pauses: list[float] = []
+    monkeypatch.setattr("dramatiq.brokers.redis.time.sleep", pauses.append)
+    broker = make_broker()
+    try:
+        consumer = broker.consume(f"idle-{uuid.uuid4()}", prefetch=1, timeout=1000)
+        polls = [next(consumer) for _ in range(12)]  # Dramatiq's pause doubles each time
+    finally:
+        broker.close()
+
+    assert polls == [None] * 12
+    assert len(pauses) == 12 and max(pauses) <= 0.04 and pauses[-1] > 0.02
