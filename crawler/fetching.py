@@ -142,17 +142,17 @@ def read_body(response: requests.Response, limits: Limits) -> bytes:
     deadline: float = response.deadline  # type: ignore[attr-defined]
     raw = response.raw
     body = bytearray()
-    overdue = _overdue(limits)
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise overdue
-        _bound_next_read(response, min(remaining, TIMEOUT[1]))
+            raise _overdue(limits)
+        if remaining < TIMEOUT[1]:  # else the read timeout the request was sent with holds
+            _bound_next_read(response, remaining)
         try:
             chunk = raw.read1(CHUNK, decode_content=True)
         except Exception as e:  # socket errors and urllib3's DecodeError, ProtocolError and kin
             if time.monotonic() >= deadline:
-                raise overdue from e
+                raise _overdue(limits) from e
             raise TransientError(f"{type(e).__name__} while reading: {e}") from e
         if not chunk:
             started = deadline - limits.fetch_deadline
