@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,22 @@ def test_benchmark_smoke_run_crawls_the_site_on_each_broker_and_locally(
         assert figures[broker]["cpu_ms_per_page"] > 0
         assert figures[broker]["peak_worker_rss_mib"] > 0
     assert "pages/s" in result.stdout and "msgs/page" in result.stdout
+
+
+def test_floor_smoke_run_prices_each_part_of_a_page_on_each_broker(memcached: object) -> None:
+    result = subprocess.run(
+        [sys.executable, "benchmarks/floor.py", "--times", "200", "--noop-messages", "8000"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    for broker in ("rabbitmq", "redis"):
+        floor = re.search(
+            rf"^{broker} +floor ([\d.]+) CPU ms/page -> at most (\d+) pages/s = ([\d.]+) of",
+            result.stdout,
+            re.MULTILINE,
+        )
+        assert floor, result.stdout
+        assert float(floor.group(1)) > 0 and int(floor.group(2)) > 0
+        parts = re.findall(rf"^{broker} +.+? +[\d.]+ +[\d.]+$", result.stdout, re.MULTILINE)
+        assert len(parts) == 4, result.stdout
