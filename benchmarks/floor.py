@@ -4,14 +4,14 @@ no-op ceiling: how many pages/s the machine could crawl if nothing but those par
     python benchmarks/floor.py                                     # the full run
     python benchmarks/floor.py --times 200 --noop-messages 8000   # the smoke run CI does
 
-A crawled page is at least: its message consumed (the no-op actor's whole cost per
-message, broker included), one link's message sent, one GET (client and nginx), and
+A crawled page is at least: its message consumed (the CPU the no-op actor's workers
+and broker spend per message at full pace), one link's message sent, one GET (client and nginx), and
 six Memcached operations that keep dedup and the crawl's counters exact (claim check,
 the links' get_multi, the new link's add, the "ended once" add, the outcome's incr,
 the done mark; memcached's own stats count 1 get, 10 keys in one get_multi and 3
 adds or sets per page on RabbitMQ, 4 on Redis, and the crawl adds an incr for the
-pages that found new links).  Each part is timed single-threaded, with no logging,
-records or glue code, so the sum is below what any real page costs.
+pages that found new links).  The parts after the first are timed single-threaded.
+None has logging, records or glue code, so the sum is below what any real page costs.
 Every address is on 127.0.0.1.
 """
 
@@ -45,7 +45,7 @@ from benchmarks.run import (
     write_site,
 )
 
-CORES = os.cpu_count() or 1
+CORES = len(os.sched_getaffinity(0))
 NGINX = shutil.which("nginx") is not None
 #: Memcached operations per crawled page, by kind (see the module docstring).
 MEMCACHED_OPS = {"get": 1, "get_multi": 1, "add": 2, "incr": 1, "set": 1}
@@ -152,9 +152,13 @@ def main() -> int:
     print(f"{'broker':9} {'part':28} {'client ms':>9} {'server ms':>9}")
     for broker in ("rabbitmq", "redis"):
         with tempfile.TemporaryDirectory() as directory:
-            ceiling = noop_ceiling(broker, args.noop_messages, Path(directory))["messages_per_s"]
+            noop = noop_ceiling(broker, args.noop_messages, Path(directory))
+        ceiling = noop["messages_per_s"]
         parts = {
-            "message consumed (no-op)": {"client": 1000 * CORES / ceiling, "server": 0.0},
+            "message consumed (no-op)": {
+                "client": noop["workers_cpu_ms_per_message"],
+                "server": noop["broker_cpu_ms_per_message"],
+            },
             "one link's message sent": send_cost(broker, times),
             f"GET of a 10-link page{'' if NGINX else ' (+server)'}": fetch,
             "6 Memcached operations": memcached,

@@ -291,9 +291,10 @@ def noop_ceiling(broker: str, messages: int, tmp: Path) -> dict[str, Any]:
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     # The rate between 10% and 90% of the messages done: the workers' steady pace,
-    # with their start-up and the last stragglers left out.
+    # with their start-up and the last stragglers left out; and the CPU it took.
     deadline = time.monotonic() + 300
-    marks: list[tuple[float, float]] = []
+    broker_pids = service_pids()[broker]
+    marks: list[tuple[float, float, float, float]] = []  # time, count, workers' CPU, broker's
     processed = 0.0
     while processed < messages and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -305,12 +306,22 @@ def noop_ceiling(broker: str, messages: int, tmp: Path) -> dict[str, Any]:
             continue
         processed = metric(text, "dramatiq_messages_total")
         if 0.1 * messages <= processed <= 0.9 * messages:
-            marks.append((time.monotonic(), processed))
+            workers_cpu = sum(map(cpu_seconds, [workers.pid, *children(workers.pid)]))
+            broker_cpu = sum(map(cpu_seconds, broker_pids))
+            marks.append((time.monotonic(), processed, workers_cpu, broker_cpu))
     stop(workers)
     assert len(marks) >= 2, "too few readings between 10% and 90%: use more --noop-messages"
-    (first_time, first_count), (last_time, last_count) = marks[0], marks[-1]
-    rate = (last_count - first_count) / (last_time - first_time)
-    return {"messages": processed, "seconds": messages / rate, "messages_per_s": rate}
+    first, last = marks[0], marks[-1]
+    done = last[1] - first[1]
+    assert done > 0, "no message done between two readings: use more --noop-messages"
+    return {
+        "messages": processed,
+        "window_seconds": last[0] - first[0],
+        "window_messages": done,
+        "messages_per_s": done / (last[0] - first[0]),
+        "workers_cpu_ms_per_message": 1000 * (last[2] - first[2]) / done,
+        "broker_cpu_ms_per_message": 1000 * (last[3] - first[3]) / done,
+    }
 
 
 def main() -> int:

@@ -139,7 +139,7 @@ def make_broker() -> dramatiq.Broker:
 def _broker() -> dramatiq.Broker:
     if uses_redis():
         return PromptRedisBroker(
-            poll_ms=int(number("CRAWLER_REDIS_POLL_MS", 100)),
+            poll_ms=max(1, round(number("CRAWLER_REDIS_POLL_MS", 100))),  # 0 would spin
             url=redis_url(),
             heartbeat_timeout=int(number("CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS", 30_000)),
             maintenance_chance=int(number("CRAWLER_REDIS_MAINTENANCE_CHANCE", 20_000)),

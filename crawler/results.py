@@ -79,6 +79,12 @@ class Reader:
             return
         channel = self.broker.channel  # type: ignore[attr-defined]
         unacknowledged = None
+
+        def settle() -> None:
+            if unacknowledged is not None:
+                channel.basic_ack(unacknowledged, multiple=True)
+            channel.cancel()
+
         try:
             for method, _properties, body in channel.consume(
                 self.queue, inactivity_timeout=timeout, auto_ack=False
@@ -94,10 +100,10 @@ class Reader:
                     break
                 if not channel.get_waiting_message_count():
                     _gather(deadline)
-        finally:  # also when the caller stops early, having read all it needed
-            if unacknowledged is not None:
-                channel.basic_ack(unacknowledged, multiple=True)
-            channel.cancel()
+        except GeneratorExit:  # the caller read all it needed; Ctrl-C and errors pass untouched
+            settle()
+            raise
+        settle()
 
     def close(self) -> None:
         if not _is_redis(self.broker):
