@@ -4,13 +4,14 @@ no-op ceiling: how many pages/s the machine could crawl if nothing but those par
     python benchmarks/floor.py                                     # the full run
     python benchmarks/floor.py --times 200 --noop-messages 8000   # the smoke run CI does
 
-A crawled page is at least: its message consumed (the CPU the no-op actor's workers
-and broker spend per message at full pace), one link's message sent, one GET (client and nginx), and
+A crawled page is at least: its message consumed and one link's message sent (both
+measured on the no-op ceiling's own run: the CPU its workers and broker spend per
+message at full pace, and its one sending process's), one GET (client and nginx), and
 six Memcached operations that keep dedup and the crawl's counters exact (claim check,
 the links' get_multi, the new link's add, the "ended once" add, the outcome's incr,
 the done mark; memcached's own stats count 1 get, 10 keys in one get_multi and 3
 adds or sets per page on RabbitMQ, 4 on Redis, and the crawl adds an incr for the
-pages that found new links).  The parts after the first are timed single-threaded.
+pages that found new links).  All but the consumed message are timed single-threaded.
 None has logging, records or glue code, so the sum is below what any real page costs.
 Every address is on 127.0.0.1.
 """
@@ -21,7 +22,6 @@ import argparse
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import uuid
@@ -34,10 +34,8 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.run import (
     PROCESSES,
-    ROOT,
     children,
     cpu_seconds,
-    flush_services,
     free_port,
     noop_ceiling,
     serve,
@@ -111,38 +109,11 @@ def memcached_cost(times: int) -> dict[str, float]:
     return total
 
 
-def send_cost(broker: str, times: int) -> dict[str, float]:
-    """One message sent by Dramatiq (a page sends about one link's message)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("REDIS", None)
-    if broker == "redis":
-        env.update(REDIS="1", REDIS_URL="redis://127.0.0.1:6379/14")
-    flush_services(env)
-    servers = service_pids()[broker]
-    script = (
-        "import resource\n"
-        "from benchmarks.noop import noop, broker\n"
-        "noop.send()\n"
-        "u = resource.getrusage(resource.RUSAGE_SELF); before = u.ru_utime + u.ru_stime\n"
-        f"for _ in range({times}): noop.send()\n"
-        "u = resource.getrusage(resource.RUSAGE_SELF); print(u.ru_utime + u.ru_stime - before)\n"
-        "broker.close()\n"
-    )
-    servers_before = sum(cpu_seconds(pid) for pid in servers)
-    sender = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert sender.returncode == 0, sender.stderr
-    server = sum(cpu_seconds(pid) for pid in servers) - servers_before
-    flush_services(env)
-    return {"client": 1000 * float(sender.stdout) / times, "server": 1000 * server / times}
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--times", type=int, default=5000, help="calls timed per part")
+    parser.add_argument("--times", type=int, default=5000, help="GETs and Memcached calls timed")
     parser.add_argument("--noop-messages", type=int, default=20000)
     args = parser.parse_args()
     times = args.times
@@ -159,7 +130,10 @@ def main() -> int:
                 "client": noop["workers_cpu_ms_per_message"],
                 "server": noop["broker_cpu_ms_per_message"],
             },
-            "one link's message sent": send_cost(broker, times),
+            "one link's message sent": {
+                "client": noop["sender_cpu_ms_per_message"],
+                "server": noop["broker_cpu_ms_per_sent_message"],
+            },
             f"GET of a 10-link page{'' if NGINX else ' (+server)'}": fetch,
             "6 Memcached operations": memcached,
         }

@@ -171,11 +171,17 @@ def metric(text: str, name: str) -> float:
     )
 
 
-def crawl_with_workers(broker: str, seed: str, tmp: Path) -> dict[str, Any]:
-    env = dict(os.environ, dramatiq_prom_db=str(tmp / f"prom-{broker}"))
+def broker_env(broker: str, **settings: str) -> dict[str, str]:
+    """This process's environment plus ``settings``, pointed at ``broker`` (Redis: db 14)."""
+    env = dict(os.environ, **settings)
     env.pop("REDIS", None)
     if broker == "redis":
         env.update(REDIS="1", REDIS_URL="redis://127.0.0.1:6379/14")
+    return env
+
+
+def crawl_with_workers(broker: str, seed: str, tmp: Path) -> dict[str, Any]:
+    env = broker_env(broker, dramatiq_prom_db=str(tmp / f"prom-{broker}"))
     Path(env["dramatiq_prom_db"]).mkdir()
     flush_services(env)
     workers = start_workers(env, "crawler.example")
@@ -271,21 +277,34 @@ def crawl_with_scrapy(seed: str, tmp: Path) -> dict[str, Any] | None:
 
 
 def noop_ceiling(broker: str, messages: int, tmp: Path) -> dict[str, Any]:
-    env = dict(os.environ, dramatiq_prom_db=str(tmp / f"prom-noop-{broker}"), PYTHONPATH=str(ROOT))
-    env.pop("REDIS", None)
-    if broker == "redis":
-        env.update(REDIS="1", REDIS_URL="redis://127.0.0.1:6379/14")
+    env = broker_env(
+        broker, dramatiq_prom_db=str(tmp / f"prom-noop-{broker}"), PYTHONPATH=str(ROOT)
+    )
     Path(env["dramatiq_prom_db"]).mkdir()
     flush_services(env)
-    sys.path.insert(0, str(ROOT))
-    enqueue = subprocess.run(
+    # The messages are sent first, by one process; that CPU is measured too, from the
+    # second message on (the first connects).
+    broker_pids = service_pids()[broker]
+    broker_before = sum(map(cpu_seconds, broker_pids))
+    sender = subprocess.run(
         [sys.executable, "-c",
+         "import resource\n"
          "from benchmarks.noop import noop, broker\n"
-         f"for _ in range({messages}): noop.send()\n"
+         "noop.send()\n"
+         "usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+         "before = usage.ru_utime + usage.ru_stime\n"
+         f"for _ in range({messages} - 1): noop.send()\n"
+         "usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+         "print(usage.ru_utime + usage.ru_stime - before)\n"
          "broker.close()"],
-        cwd=ROOT, env=env, check=True, timeout=300,
+        cwd=ROOT, env=env, check=True, timeout=300, capture_output=True, text=True,
     )  # fmt: skip
-    assert enqueue.returncode == 0
+    sending = {
+        "sender_cpu_ms_per_message": 1000 * float(sender.stdout) / (messages - 1),
+        "broker_cpu_ms_per_sent_message": 1000
+        * (sum(map(cpu_seconds, broker_pids)) - broker_before)
+        / messages,
+    }
     workers = subprocess.Popen(
         [str(BIN / "dramatiq"), "benchmarks.noop", "-p", str(PROCESSES), "-t", str(THREADS)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -293,7 +312,6 @@ def noop_ceiling(broker: str, messages: int, tmp: Path) -> dict[str, Any]:
     # The rate between 10% and 90% of the messages done: the workers' steady pace,
     # with their start-up and the last stragglers left out; and the CPU it took.
     deadline = time.monotonic() + 300
-    broker_pids = service_pids()[broker]
     marks: list[tuple[float, float, float, float]] = []  # time, count, workers' CPU, broker's
     processed = 0.0
     while processed < messages and time.monotonic() < deadline:
@@ -321,6 +339,7 @@ def noop_ceiling(broker: str, messages: int, tmp: Path) -> dict[str, Any]:
         "messages_per_s": done / (last[0] - first[0]),
         "workers_cpu_ms_per_message": 1000 * (last[2] - first[2]) / done,
         "broker_cpu_ms_per_message": 1000 * (last[3] - first[3]) / done,
+        **sending,
     }
 
 
