@@ -58,8 +58,10 @@ class Reader:
             channel.queue_declare(self.queue, arguments={"x-expires": EXPIRES_MS})
 
     def read(self, timeout: float) -> Generator[Record, None, None]:
-        """Records for up to ``timeout`` seconds, or fewer once none is waiting; the
-        caller may stop early.
+        """Records for up to ``timeout`` seconds, or fewer once none is waiting.  The
+        caller may stop early once it needs no more: on RabbitMQ what it read is
+        acknowledged and the rest goes back to the queue; on Redis the rest of the
+        batch already taken is dropped.
 
         Fetched and acknowledged in batches: one round trip per batch, not per record;
         once none is left, the next ones are left to gather for a moment.
@@ -80,7 +82,7 @@ class Reader:
         channel = self.broker.channel  # type: ignore[attr-defined]
         unacknowledged = None
 
-        def settle() -> None:
+        def acknowledge_and_cancel() -> None:
             if unacknowledged is not None:
                 channel.basic_ack(unacknowledged, multiple=True)
             channel.cancel()
@@ -101,9 +103,9 @@ class Reader:
                 if not channel.get_waiting_message_count():
                     _gather(deadline)
         except GeneratorExit:  # the caller read all it needed; Ctrl-C and errors pass untouched
-            settle()
+            acknowledge_and_cancel()
             raise
-        settle()
+        acknowledge_and_cancel()
 
     def close(self) -> None:
         if not _is_redis(self.broker):

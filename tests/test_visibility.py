@@ -7,10 +7,15 @@ import re
 import subprocess
 import sys
 import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
+from crawler import example, results, waiting
+from crawler.environment import make_broker
 from tests.conftest import FAST_FAILURES
 from tests.site_server import SiteServer, generate_site, html, page_path
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
@@ -135,3 +140,56 @@ def test_status_of_an_unknown_crawl_says_so() -> None:
 
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: no crawl {'0' * 32} is known to Memcached"
+
+
+class ReaderOfOneBatch:
+    """Hands over its records in one read, and fails if asked for anything after them."""
+
+    def __init__(self, records: list[dict[str, object]]) -> None:
+        self.records = records
+        self.closed = False
+
+    def read(self, timeout: float) -> Iterator[dict[str, object]]:
+        yield from self.records
+        raise AssertionError("read on after the crawl's last record")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_wait_ends_on_the_crawls_last_record_without_reading_on(memcached: object) -> None:
+    reader = ReaderOfOneBatch(
+        [
+            {"message_id": "seed", "url": "http://h/", "outcome": "crawled", "sent": ["child"]},
+            {"message_id": "child", "url": "http://h/c", "outcome": "crawled", "sent": []},
+        ]
+    )
+
+    exit_code = waiting.follow(example, uuid.uuid4().hex, ["seed"], reader, output=None)  # type: ignore[arg-type]
+
+    assert exit_code == 0 and reader.closed
+
+
+def test_a_rabbitmq_reader_stopped_early_acknowledges_what_was_read_and_hands_back_the_rest(
+    rabbitmq_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in rabbitmq_env.items():
+        monkeypatch.setenv(name, value)
+    broker, observer = make_broker(), make_broker()
+    crawl_id = uuid.uuid4().hex
+    reader = results.Reader(broker, crawl_id)
+    try:
+        for n in range(3):
+            results.publish(broker, crawl_id, {"n": n})
+        with closing(reader.read(timeout=5)) as arriving:
+            assert next(arriving) == {"n": 0}
+        waiting_now = observer.channel.queue_declare(results.name(crawl_id), passive=True)  # type: ignore[attr-defined]
+        with closing(reader.read(timeout=0.5)) as arriving:
+            rest = list(arriving)
+    finally:
+        reader.close()
+        broker.close()
+        observer.close()
+
+    assert waiting_now.method.message_count == 2  # n=0 acknowledged; n=1, 2 back in the queue
+    assert rest == [{"n": 1}, {"n": 2}]
