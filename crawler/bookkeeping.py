@@ -1,9 +1,11 @@
 """After each ``crawl`` message: its record out, the crawl's counters, the URL marked done.
 
 In that order, so that a worker dying in between never loses a record: until the
-URL is marked done its message is redone when redelivered.  When Memcached fails
-right then, the counters miss that message (``--wait`` then waits on; Ctrl-C and
-``--status`` tell the rest) and the URL stays claimed rather than done.
+URL is marked done its message is redone when redelivered.  A record the broker
+refuses sends the message back to the queue, its counters and mark untouched, so
+that it is redone and its record sent again.  When Memcached fails right then,
+the counters miss that message (``--wait`` does not need them; ``--status`` is
+off by one) and the URL stays claimed rather than done.
 """
 
 from __future__ import annotations
@@ -25,20 +27,26 @@ from crawler.records import (
     RETRYING,
     Record,
 )
+from crawler.sending import BROKER_ERRORS
 
 #: Outcomes after which the URL's claim is finished: its own message ended it.
 OWN_ENDINGS = (CRAWLED, NOT_HTML, OVER_BUDGET, DISALLOWED)
 
 Publish = Callable[[str, Record], None]
+#: Called with the message, what could not be sent, and the broker's error.
+Unsent = Callable[[Any, str, BaseException], None]
 logger = logging.getLogger("example")
 
 
-def settle(pool: Callable[[], Any], publish: Publish | None) -> Callable[[Record, Any], None]:
+def settle(
+    pool: Callable[[], Any], publish: Publish | None, on_unsent: Unsent | None = None
+) -> Callable[[Record, Any], None]:
     """The :class:`~crawler.records.Recorder` callback for a crawl's bookkeeping.
 
     Parameters:
       pool(Callable): Returns the dedup store's pool (Memcached, or memory in --local).
       publish(Callable): Sends a record to the crawl's waiting seeder, or None.
+      on_unsent(Callable): Told of a record the broker refused (with ``publish``).
     """
 
     def on_record(record: Record, message: Any) -> None:
@@ -47,7 +55,13 @@ def settle(pool: Callable[[], Any], publish: Publish | None) -> Callable[[Record
         metrics.page_ended(outcome, links=len(record.get("links") or ()))
         if publish and options.collect_records and outcome not in (RETRYING, DEFERRED):
             assert options.crawl_id is not None
-            publish(options.crawl_id, record)
+            try:
+                publish(options.crawl_id, record)
+            except BROKER_ERRORS as e:
+                if on_unsent is None:
+                    raise
+                on_unsent(message, "the record", e)
+                return
         try:
             with pool().reserve() as client:
                 if options.crawl_id is not None:

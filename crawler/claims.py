@@ -68,20 +68,21 @@ def bound_deliveries(client: Any, message: dramatiq.Message[Any], max_deliveries
     counts the deliveries of one attempt.
     """
     retries, deferrals = message.options.get("retries", 0), message.options.get("deferrals", 0)
+    replays = message.options.get("replays", 0)  # --replay: a dead letter's second chance
     # RabbitMQ says whether a message was delivered before: then the first delivery
     # needs no round trip, and the count starts at the second.  Redis does not say.
     redelivered = getattr(message, "redelivered", None)
     if redelivered is False:
         deliveries = 1
     else:
-        key = f"deliveries:{message.message_id}:{retries}:{deferrals}"
+        key = f"deliveries:{message.message_id}:{retries}:{deferrals}:{replays}"
         counted = 1 if client.add(key, 1, time=CLAIM_TTL) else int(client.incr(key))
         deliveries = counted + (1 if redelivered else 0)
     if deliveries > max_deliveries:
         raise PermanentError(
             f"delivered {deliveries} times without finishing; a worker may be dying on it"
         )
-    return deliveries == 1 and retries == 0 and deferrals == 0
+    return deliveries == 1 and retries == 0 and deferrals == 0 and replays == 0
 
 
 def defer(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int) -> None:

@@ -9,6 +9,7 @@ for every URL found and every message ended.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pylibmc
@@ -65,6 +66,13 @@ def ended(client: Any, crawl_id: str, message_id: str, outcome: str) -> None:
     final = outcome not in (RETRYING, DEFERRED)
     if not final or client.add(f"ended:{message_id}", 1, time=COUNTER_TTL):
         _add(client, _key(crawl_id, outcome), 1)
+
+
+def reopened(client: Any, crawl_id: str, message_id: str) -> None:
+    """Undo the final outcome of a message that failed and is sent again (``--replay``)."""
+    if client.delete(f"ended:{message_id}"):
+        with contextlib.suppress(pylibmc.NotFound, KeyError):
+            client.decr(_key(crawl_id, FAILED), 1)
 
 
 def read(client: Any, crawl_id: str) -> dict[str, int] | None:

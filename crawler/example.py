@@ -10,6 +10,7 @@ import argparse
 import logging
 import re
 import sys
+from collections.abc import Callable
 from contextlib import closing
 from functools import partial
 from pathlib import Path
@@ -18,9 +19,7 @@ from typing import Any
 
 import dramatiq
 import pylibmc
-import redis
 import requests
-from dramatiq.errors import BrokerConnectionError
 from dramatiq.middleware import Retries
 from dramatiq.rate_limits.backends import MemcachedBackend
 
@@ -40,9 +39,10 @@ from crawler.links import clean_anchor
 from crawler.memcached_pool import ThreadMappedPool
 from crawler.network_guard import fetch_was_public, guarded_session, start_fetch
 from crawler.options import CrawlOptions
-from crawler.records import Recorder
+from crawler.records import Recorder, RecordFile
 from crawler.scope import child_arguments, links_to_follow
 from crawler.seeding import broker_address, http_url
+from crawler.sending import BROKER_ERRORS, SendBack
 
 logger = logging.getLogger("example")
 memcache_client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
@@ -54,9 +54,14 @@ anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()
 
-broker = make_broker()
+send_back = SendBack()
+broker = make_broker(send_back)
 broker.add_middleware(
-    Recorder(on_record=settle(lambda: memcache_pool, partial(results.publish, broker))),
+    Recorder(
+        on_record=settle(
+            lambda: memcache_pool, partial(results.publish, broker), send_back.could_not_send
+        )
+    ),
     before=Retries,  # its after-hook then runs after Retries', to see final failures
 )
 dramatiq.set_broker(broker)
@@ -158,6 +163,16 @@ def main(args: list[str]) -> int:
         "--wait", action="store_true", help="show the crawl's progress until it is finished"
     )
     watching.add_argument("--status", metavar="CRAWL_ID", help="print a crawl's figures")
+    watching.add_argument(
+        "--dead-letters",
+        metavar="CRAWL_ID",
+        help="list the URLs of the crawl given up for good ('all': of every crawl)",
+    )
+    watching.add_argument(
+        "--replay",
+        metavar="CRAWL_ID",
+        help="send the crawl's dead-lettered URLs again, with fresh retries ('all': every crawl)",
+    )
     local_mode = parser.add_argument_group("local mode: one process, no services")
     local_mode.add_argument(
         "--local", action="store_true", help="crawl in this process until nothing is left"
@@ -172,6 +187,16 @@ def main(args: list[str]) -> int:
     arguments = parser.parse_args(args)
     if arguments.status:
         return waiting.status(sys.modules[__name__], arguments.status)
+    if arguments.dead_letters or arguments.replay:
+        return reach_services(
+            lambda: waiting.dead_letters(
+                broker,
+                crawl.queue_name,
+                memcache_pool,
+                arguments.dead_letters or arguments.replay,
+                replay=bool(arguments.replay),
+            )
+        )
     if not arguments.urls:
         parser.error("give at least one URL to crawl (or --status CRAWL_ID)")
     crawl_options = options.from_arguments(
@@ -184,23 +209,31 @@ def main(args: list[str]) -> int:
             arguments.urls,
             kwargs,
             threads=arguments.threads or 8,
-            output=arguments.output,
+            output=open_output(parser, arguments.output),
             verbose=arguments.verbose,
         )
     if arguments.threads is not None:
         parser.error("--threads works with --local only")
     if arguments.output is not None and not arguments.wait:
         parser.error("--output works with --local or --wait")
-    try:
-        return waiting.seed(
+    output = open_output(parser, arguments.output)
+    return reach_services(
+        lambda: waiting.seed(
             sys.modules[__name__],
             arguments.urls,
             kwargs,
             crawl_options,
             wait=arguments.wait,
-            output=arguments.output,
+            output=output,
         )
-    except (BrokerConnectionError, redis.ConnectionError) as e:
+    )
+
+
+def reach_services(command: Callable[[], int]) -> int:
+    """Run ``command``; a broker or Memcached that does not answer is one line and exit 1."""
+    try:
+        return command()
+    except BROKER_ERRORS as e:
         print(f"error: cannot reach {broker_address()}: {e}", file=sys.stderr)
         return 1
     except pylibmc.Error as e:
@@ -209,6 +242,16 @@ def main(args: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def open_output(parser: argparse.ArgumentParser, path: Path | None) -> RecordFile | None:
+    """The ``--output`` file, opened before anything is enqueued, or a usage error."""
+    if path is None:
+        return None
+    try:
+        return RecordFile(path)
+    except OSError as e:
+        parser.error(f"cannot write --output {str(path)!r}: {e.strerror or e}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import pylibmc
 from dramatiq.middleware import CurrentMessage, Interrupt
 
 from crawler.errors import PermanentError, TransientError
+from crawler.sending import BROKER_ERRORS
 
 logger = logging.getLogger("example")
 P = ParamSpec("P")
@@ -20,7 +21,7 @@ R = TypeVar("R")
 
 def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
     """Wrap ``crawl(url)``: log each failure, say when a URL is given up, and
-    turn a Memcached failure into a retry."""
+    turn a Memcached or broker failure into a retry."""
 
     @functools.wraps(crawl)
     def crawl_reporting_failures(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -29,6 +30,10 @@ def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
             return crawl(*args, **kwargs)
         except pylibmc.Error as e:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
+            report(url, error)
+            raise error from e
+        except BROKER_ERRORS as e:
+            error = TransientError(f"the broker is unavailable: {type(e).__name__}: {e}")
             report(url, error)
             raise error from e
         except (Exception, Interrupt) as e:

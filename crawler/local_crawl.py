@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import signal
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -36,20 +35,19 @@ def run(
     kwargs: dict[str, Any],
     *,
     threads: int,
-    output: Path | None,
+    output: RecordFile | None,
     verbose: bool,
 ) -> int:
     """Crawl from ``urls`` until nothing is left; 0 when no URL failed for good."""
     progress = Progress()
     _log_through(progress, logging.INFO if verbose else logging.WARNING)
-    records = RecordFile(output) if output is not None else None
 
     settle_crawl = settle(lambda: example.memcache_pool, publish=None)
 
     def keep(record: Record, message: Any) -> None:
         progress.record(record)
-        if records is not None and record.get("outcome") in WRITTEN:
-            records.write(record)
+        if output is not None and record.get("outcome") in WRITTEN:
+            output.write(record)
         settle_crawl(record, message)
 
     broker = StubBroker()
@@ -75,8 +73,8 @@ def run(
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the summary
     finally:
         worker.stop(timeout=STOP_TIMEOUT_MS if interrupted else 600_000)
-        if records is not None:
-            records.close()
+        if output is not None:
+            output.close()
     print(progress.summary(interrupted=interrupted), flush=True)
     if interrupted:
         return 130

@@ -35,6 +35,9 @@ class Progress:
         self.counts: Counter[str] = Counter()
         self.discovered = 0
         self.failures: list[Record] = []
+        #: Services the progress waits for, down or restarting: "RabbitMQ", "Memcached".
+        self.waiting_for: set[str] = set()
+        self._waiting_shown: set[str] = set()
         self._lock = threading.Lock()
         self._last_line = self.started
         self._bar_shown = False
@@ -56,21 +59,29 @@ class Progress:
     def line(self) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         fetched = self.counts[CRAWLED] + self.counts[NOT_HTML]
-        return (
+        line = (
             f"{self.done} done / {self.discovered} discovered, "
             f"{fetched / elapsed:.1f} pages/s, "
             f"{self.counts[RETRYING] + self.counts[FAILED]} errors"
         )
+        for service in sorted(self.waiting_for):
+            line += f", waiting for {service}..."
+        return line
 
     def show(self) -> None:
-        """Redraw the bar on a terminal; elsewhere, print a line every few seconds."""
+        """Redraw the bar on a terminal; elsewhere, print a line every few seconds, and
+        at once when a service goes down or comes back."""
         with self._lock:
             if self.is_terminal:
                 self.stream.write("\r\033[K" + self.line())
                 self._bar_shown = True
-            elif time.monotonic() - self._last_line >= LINE_INTERVAL:
+            elif (
+                time.monotonic() - self._last_line >= LINE_INTERVAL
+                or self.waiting_for != self._waiting_shown
+            ):
                 self.stream.write(self.line() + "\n")
                 self._last_line = time.monotonic()
+                self._waiting_shown = set(self.waiting_for)
             self.stream.flush()
 
     def clear(self) -> None:

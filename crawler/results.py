@@ -1,7 +1,12 @@
 """Records travel from the workers to a waiting seeder on the crawl's own broker.
 
-On Redis a list, on RabbitMQ a queue, named after the crawl.  The seeder creates it
-before seeding; a worker that finds none (nobody waits) publishes nothing.
+On Redis a list, on RabbitMQ a durable queue, named after the crawl.  The seeder
+creates it before seeding and deletes it on any exit it lives through; one killed
+outright leaves it for :data:`READER_GONE_MS` at most, after which workers stop
+publishing into it (RabbitMQ deletes an unused queue; on Redis the seeder's
+presence key expires).  Both ends ride out broker restarts: a worker's record
+that cannot be published sends its message back (see :mod:`crawler.sending`),
+and the seeder reconnects.
 """
 
 from __future__ import annotations
@@ -12,20 +17,36 @@ from collections.abc import Generator
 from typing import Any
 
 import dramatiq
+import pika
+import redis
 from dramatiq.brokers.redis import RedisBroker
 
 from crawler.records import Record
+from crawler.sending import publish_to_queue
 
-#: A results queue nobody reads for a day is deleted by RabbitMQ.
-EXPIRES_MS = 24 * 3600 * 1000
+#: How long the records of a crawl are kept once no seeder reads them (killed, or
+#: cut off by an outage longer than this).
+READER_GONE_MS = 10 * 60 * 1000
 #: Records the seeder takes (Redis) or acknowledges (RabbitMQ) at once.
 BATCH = 100
 #: Seconds the seeder lets records gather once it has read every waiting one.
 GATHER = 0.05
 
+#: Push a record only while a seeder is there to read it (its presence key lives).
+_PUSH_IF_READ = """
+if redis.call('exists', KEYS[1]) == 1 then
+    redis.call('rpush', KEYS[2], ARGV[1])
+    redis.call('pexpire', KEYS[2], ARGV[2])
+end
+"""
+
 
 def name(crawl_id: str) -> str:
     return f"crawler.records.{crawl_id}"
+
+
+def _reader_key(crawl_id: str) -> str:
+    return f"crawler.reader.{crawl_id}"
 
 
 def _is_redis(broker: dramatiq.Broker) -> bool:
@@ -33,14 +54,14 @@ def _is_redis(broker: dramatiq.Broker) -> bool:
 
 
 def publish(broker: dramatiq.Broker, crawl_id: str, record: Record) -> None:
+    """Send ``record`` to the crawl's seeder; raise a broker error if it cannot be sent."""
     body = json.dumps(record, ensure_ascii=False).encode()
     if _is_redis(broker):
         client: Any = broker.client  # type: ignore[attr-defined]
-        pipeline = client.pipeline(transaction=False)  # one round trip
-        pipeline.rpush(name(crawl_id), body).expire(name(crawl_id), EXPIRES_MS // 1000)
-        pipeline.execute()
+        push = client.register_script(_PUSH_IF_READ)  # EVALSHA: the script is sent once
+        push(keys=[_reader_key(crawl_id), name(crawl_id)], args=[body, READER_GONE_MS])
     else:
-        broker.channel.basic_publish(exchange="", routing_key=name(crawl_id), body=body)  # type: ignore[attr-defined]
+        publish_to_queue(broker, name(crawl_id), body)
 
 
 def _gather(deadline: float) -> None:
@@ -48,14 +69,31 @@ def _gather(deadline: float) -> None:
 
 
 class Reader:
-    """The seeder's end: :meth:`read` yields records as they come, waiting at most ``timeout``."""
+    """The seeder's end: :meth:`read` yields records as they come, waiting at most ``timeout``.
+
+    A broker error leaves :meth:`read` as it is raised; the next :meth:`read` opens a
+    new connection, so the caller may keep reading once the broker is back.
+    """
 
     def __init__(self, broker: dramatiq.Broker, crawl_id: str) -> None:
         self.broker = broker
+        self.crawl_id = crawl_id
         self.queue = name(crawl_id)
-        if not _is_redis(broker):
-            channel = broker.channel  # type: ignore[attr-defined]
-            channel.queue_declare(self.queue, arguments={"x-expires": EXPIRES_MS})
+        self._declare()
+
+    def _declare(self) -> None:
+        if _is_redis(self.broker):
+            client: Any = self.broker.client  # type: ignore[attr-defined]
+            client.set(_reader_key(self.crawl_id), 1, px=READER_GONE_MS)
+        else:
+            self.broker.channel.queue_declare(  # type: ignore[attr-defined]
+                self.queue, durable=True, arguments={"x-expires": READER_GONE_MS}
+            )
+
+    def reconnect(self) -> None:
+        """Drop this thread's broker connection; the next read opens a new one."""
+        if not _is_redis(self.broker):
+            del self.broker.connection  # type: ignore[attr-defined]
 
     def read(self, timeout: float) -> Generator[Record, None, None]:
         """Records for up to ``timeout`` seconds, or fewer once none is waiting.  The
@@ -66,6 +104,7 @@ class Reader:
         Fetched and acknowledged in batches: one round trip per batch, not per record;
         once none is left, the next ones are left to gather for a moment.
         """
+        self._declare()  # again: the broker may have restarted since, and Redis keeps it alive
         deadline = time.monotonic() + timeout
         if _is_redis(self.broker):
             client: Any = self.broker.client  # type: ignore[attr-defined]
@@ -108,5 +147,13 @@ class Reader:
         acknowledge_and_cancel()
 
     def close(self) -> None:
-        if not _is_redis(self.broker):
-            self.broker.channel.queue_delete(self.queue)  # type: ignore[attr-defined]
+        """Delete the records queue, so workers stop publishing into it; a broker that
+        does not answer is left to expire it."""
+        try:
+            if _is_redis(self.broker):
+                client: Any = self.broker.client  # type: ignore[attr-defined]
+                client.delete(_reader_key(self.crawl_id), self.queue)
+            else:
+                self.broker.channel.queue_delete(self.queue)  # type: ignore[attr-defined]
+        except (pika.exceptions.AMQPError, redis.RedisError, OSError):
+            pass

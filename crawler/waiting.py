@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import sys
+import time
 from contextlib import closing
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import dramatiq
+import pylibmc
+
 from crawler import counters, results
+from crawler import dead_letters as dead_letter_queue
+from crawler.environment import uses_redis
 from crawler.options import CrawlOptions
 from crawler.progress import Progress
 from crawler.records import DEFERRED, RETRYING, WRITTEN, RecordFile
+from crawler.sending import BROKER_ERRORS
 
 #: Seconds each wait for records lasts before the counters are read again.
 POLL = 0.5
@@ -24,15 +30,22 @@ def seed(
     options: CrawlOptions,
     *,
     wait: bool,
-    output: Path | None,
+    output: RecordFile | None,
 ) -> int:
     """Count and send the seeds; with ``wait``, follow the crawl to its end."""
     crawl_id = options.crawl_id
     assert crawl_id is not None
     reader = results.Reader(example.broker, crawl_id) if wait else None
-    with example.memcache_pool.reserve() as client:
-        counters.start(client, crawl_id, len(urls))
-    seeds = [example.crawl.send_with_options(args=(url,), kwargs=kwargs).message_id for url in urls]
+    try:
+        with example.memcache_pool.reserve() as client:
+            counters.start(client, crawl_id, len(urls))
+        seeds = [
+            example.crawl.send_with_options(args=(url,), kwargs=kwargs).message_id for url in urls
+        ]
+    except BaseException:
+        if reader is not None:
+            reader.close()
+        raise
     print(f"crawl {crawl_id} seeded with {len(urls)} URL(s)", flush=True)
     if reader is None:
         return 0
@@ -44,47 +57,61 @@ def follow(
     crawl_id: str,
     seeds: list[str],
     reader: results.Reader,
-    output: Path | None,
+    output: RecordFile | None,
 ) -> int:
-    """Show progress until nothing of the crawl is queued, in flight or waiting for a retry.
+    """Show progress until nothing of the crawl is queued, in flight or waiting for a retry;
+    close ``reader`` on the way out.
 
     "Finished" is read from the records themselves: each message's final record names
     the messages it sent, so the crawl is over once the seeds and every message named
     have ended, in whatever order their records came.  A record sent again after a
-    worker died counts once.  Ctrl-C stops the waiting, not the crawl.
+    worker died counts once.  Outages of the broker or Memcached are waited out (the
+    progress line says so); Ctrl-C stops the waiting, not the crawl.
     """
     progress = Progress()
-    records = RecordFile(output) if output is not None else None
+    broker_name = "Redis" if uses_redis() else "RabbitMQ"
     written: set[str] = set()
     expected: set[str] = set(seeds)
     ended: set[str] = set()
     interrupted = False
     try:
         while not expected <= ended:
-            with closing(reader.read(timeout=POLL)) as arriving:
-                for record in arriving:
-                    if record["message_id"] in ended:
-                        continue  # sent again by a worker that died before it acknowledged
-                    ended.add(record["message_id"])
-                    expected.update(record.pop("sent", ()))
-                    if record["outcome"] in WRITTEN and record["url"] not in written:
-                        written.add(record["url"])
-                        if records is not None:
-                            records.write(record)
-                    progress.record(record)
-                    if expected <= ended:
-                        break  # that was the last one: no need to wait out the poll
-            figures = _figures(example, crawl_id)
-            progress.discovered = max(figures[counters.DISCOVERED], len(expected))
-            progress.counts[RETRYING] = figures[RETRYING]
+            try:
+                with closing(reader.read(timeout=POLL)) as arriving:
+                    for record in arriving:
+                        if record["message_id"] in ended:
+                            continue  # sent again by a worker that died before it acknowledged
+                        ended.add(record["message_id"])
+                        expected.update(record.pop("sent", ()))
+                        if record["outcome"] in WRITTEN and record["url"] not in written:
+                            written.add(record["url"])
+                            if output is not None:
+                                output.write(record)
+                        progress.record(record)
+                        if expected <= ended:
+                            break  # that was the last one: no need to wait out the poll
+                progress.waiting_for.discard(broker_name)
+            except BROKER_ERRORS:
+                progress.waiting_for.add(broker_name)
+                progress.show()
+                reader.reconnect()
+                time.sleep(POLL)
+                continue
+            try:
+                figures = _figures(example, crawl_id)
+            except pylibmc.Error:
+                progress.waiting_for.add("Memcached")
+            else:
+                progress.waiting_for.discard("Memcached")
+                progress.discovered = max(figures[counters.DISCOVERED], len(expected))
+                progress.counts[RETRYING] = figures[RETRYING]
             progress.show()
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        if records is not None:
-            records.close()
-    if not interrupted:
-        reader.close()
+        reader.close()  # on any exit: workers then stop publishing records
+        if output is not None:
+            output.close()
     print(progress.summary(interrupted=interrupted), flush=True)
     if interrupted:
         print(f"The crawl goes on; see it with --status {crawl_id}", flush=True)
@@ -110,6 +137,27 @@ def status(example: ModuleType, crawl_id: str) -> int:
         f"{figures[counters.OUTSTANDING]} outstanding, "
         f"{figures[RETRYING]} failed attempts retried, {figures[DEFERRED]} rate-limit deferrals."
     )
+    return 0
+
+
+def dead_letters(
+    broker: dramatiq.Broker, queue: str, pool: Any, crawl_id: str, *, replay: bool
+) -> int:
+    """List the crawl's dead-lettered URLs, or with ``replay`` send them again."""
+    if replay:
+        messages = dead_letter_queue.replay(broker, queue, crawl_id, pool)
+    else:
+        messages = dead_letter_queue.listing(broker, queue, crawl_id)
+    for message in messages:
+        attempts = int(message.options.get("retries", 0)) + 1
+        line = f"{message.args[0]} ({attempts} attempt{'s' if attempts > 1 else ''}"
+        error = str(message.options.get("traceback") or "").strip().rpartition("\n")[2]
+        print(line + (f"; last retried for: {error})" if error else ")"))
+    whose = "every crawl" if crawl_id == dead_letter_queue.ALL else f"crawl {crawl_id}"
+    if replay:
+        print(f"{len(messages)} dead-lettered URL(s) of {whose} sent again")
+    else:
+        print(f"{len(messages)} dead-lettered URL(s) of {whose}")
     return 0
 
 

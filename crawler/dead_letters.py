@@ -1,0 +1,123 @@
+"""A crawl's dead-lettered messages: listed with ``--dead-letters``, sent again with ``--replay``.
+
+Dramatiq keeps the messages it gave up on in the dead-letter queue (RabbitMQ
+``default.XQ``, Redis ``dramatiq:default.XQ``) for a week.  A URL given up during
+an outage of the site, the broker or Memcached is one command away from a second
+chance: ``--replay`` sends each of the crawl's dead letters again under its own
+message id (so it keeps its claim on the URL), with fresh retries, and reopens it
+in the crawl's counters; then it leaves the dead-letter queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+from dramatiq.common import q_name, xq_name
+
+from crawler import counters
+
+#: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
+#: the bare ``crawl(url)`` messages of upstream, which belong to none.
+ALL = "all"
+
+Message = dramatiq.Message[Any]
+
+
+def crawl_of(message: Message) -> str | None:
+    options = message.kwargs.get("options") if isinstance(message.kwargs, dict) else None
+    return options.get("crawl_id") if isinstance(options, dict) else None
+
+
+def _belongs(message: Message, crawl_id: str) -> bool:
+    return crawl_id == ALL or crawl_of(message) == crawl_id
+
+
+def listing(broker: dramatiq.Broker, queue: str, crawl_id: str) -> list[Message]:
+    """The crawl's dead letters, left where they are."""
+    return _visit(broker, queue, crawl_id, send_again=None)
+
+
+def replay(broker: dramatiq.Broker, queue: str, crawl_id: str, pool: Any) -> list[Message]:
+    """Send the crawl's dead letters again and take them off the dead-letter queue."""
+
+    def send_again(message: Message) -> None:
+        replays = int(message.options.get("replays", 0)) + 1
+        broker.enqueue(
+            dramatiq.Message(
+                queue_name=q_name(message.queue_name),
+                actor_name=message.actor_name,
+                args=message.args,
+                kwargs=message.kwargs,
+                options={"replays": replays},
+                message_id=message.message_id,
+            )
+        )
+        owner = crawl_of(message)
+        if owner is not None:
+            with pool.reserve() as client:
+                counters.reopened(client, owner, message.message_id)
+
+    return _visit(broker, queue, crawl_id, send_again=send_again)
+
+
+SendAgain = Callable[[Message], None]
+
+
+def _visit(
+    broker: dramatiq.Broker, queue: str, crawl_id: str, send_again: SendAgain | None
+) -> list[Message]:
+    """The crawl's dead letters; with ``send_again``, each is sent again and then
+    taken off the dead-letter queue."""
+    if isinstance(broker, RedisBroker):
+        return _visit_redis(broker, queue, crawl_id, send_again)
+    return _visit_rabbitmq(broker, queue, crawl_id, send_again)
+
+
+def _visit_redis(
+    broker: RedisBroker,
+    queue: str,
+    crawl_id: str,
+    send_again: SendAgain | None,
+) -> list[Message]:
+    client: Any = broker.client
+    dead = f"{broker.namespace}:{xq_name(queue)}"
+    found = []
+    for redis_id, data in client.hscan_iter(f"{dead}.msgs"):
+        message = dramatiq.Message.decode(data)
+        if not _belongs(message, crawl_id):
+            continue
+        if send_again is not None:
+            send_again(message)
+            client.zrem(dead, redis_id)
+            client.hdel(f"{dead}.msgs", redis_id)
+        found.append(message)
+    return found
+
+
+def _visit_rabbitmq(
+    broker: Any,
+    queue: str,
+    crawl_id: str,
+    send_again: SendAgain | None,
+) -> list[Message]:
+    broker.declare_queue(queue, ensure=True)  # and its dead-letter queue
+    channel = broker.channel
+    found = []
+    try:
+        while True:
+            method, _properties, body = channel.basic_get(xq_name(queue), auto_ack=False)
+            if method is None:
+                break
+            message = dramatiq.Message.decode(body)
+            if not _belongs(message, crawl_id):
+                continue
+            if send_again is not None:
+                send_again(message)
+                channel.basic_ack(method.delivery_tag)
+            found.append(message)
+    finally:
+        del broker.connection  # every dead letter not acknowledged goes back to the queue
+    return found
