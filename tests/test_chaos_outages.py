@@ -1,0 +1,331 @@
+"""Ordinary outages during a crawl of real workers: idle connections, broker and Memcached
+restarts, an interrupted ``--wait``, and the second chance of dead-lettered URLs.
+
+Each test asserts what the README promises: pages fetched (and how often), records
+received by ``--wait``, its exit code and the words the user sees.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pika
+import pytest
+import redis
+
+from tests import faults
+from tests.conftest import FAST_FAILURES, MemcachedProcess, clean_memcached
+from tests.own_services import RedisProcess
+from tests.site_server import SiteServer, generate_site, html, page_path
+from tests.workers import (
+    PROJECT_ROOT,
+    WorkerProcesses,
+    dead_letters,
+    environment,
+    queued_messages,
+    seed,
+)
+
+#: How long ``--wait`` may take for the small crawls here before the test calls it hung.
+WAIT_TIMEOUT = 90
+
+
+def wait_for_crawl(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``python -m crawler.example ARGS --wait``, running while the test goes on."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "crawler.example", *args, "--wait"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(waiting: subprocess.Popen[str]) -> tuple[str, str]:
+    try:
+        return waiting.communicate(timeout=WAIT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        waiting.kill()
+        stdout, stderr = waiting.communicate()
+        raise AssertionError(f"--wait did not end; it said:\n{stdout}\n{stderr[-3000:]}") from None
+
+
+def read_records(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def crawl_id_of(stdout: str) -> str:
+    return stdout.split()[1]
+
+
+def rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def rabbitmq_restartable(rabbitmq_env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """RabbitMQ's environment; whatever the test does, the broker runs again after it."""
+    yield rabbitmq_env
+    rabbitmqctl("start_app")
+
+
+def test_workers_idle_past_rabbitmqs_heartbeat_still_deliver_every_record(
+    site: SiteServer, rabbitmq_env: dict[str, str]
+) -> None:
+    # RabbitMQ closes a connection whose heartbeats go unanswered for two intervals;
+    # a worker thread's publishing connection sits idle between crawls.
+    url = rabbitmq_env["RABBITMQ_URL"]
+    env = environment(
+        **FAST_FAILURES, RABBITMQ_URL=url + ("&" if "?" in url else "?") + "heartbeat=1"
+    )
+    first = [f"/first/{i}.html" for i in range(8)]
+    second = [f"/second/{i}.html" for i in range(16)]
+    site.pages.update(dict.fromkeys(first + second, html()))
+    workers = WorkerProcesses(env, processes=1, threads=4)
+    try:
+        stdout, stderr = finish(wait_for_crawl(env, *map(site.url, first)))
+        assert "8 pages fetched" in stdout, stderr
+        time.sleep(4)  # idle: more than two heartbeat intervals without a word
+        started = time.monotonic()
+        waiting = wait_for_crawl(env, *map(site.url, second))
+        stdout, stderr = finish(waiting)
+    finally:
+        assert workers.stop() == 0
+
+    assert waiting.returncode == 0, stderr
+    assert "16 pages fetched" in stdout and "0 failed." in stdout
+    assert time.monotonic() - started < 30
+    assert site.fetch_counts() == dict.fromkeys(first + second, 1)
+    assert not workers.logged_any("CRITICAL")
+
+
+def test_a_redis_restart_mid_crawl_loses_no_page_and_wait_sees_it_through(
+    site: SiteServer, tmp_path: Path, memcached: object
+) -> None:
+    own_redis = RedisProcess(tmp_path)
+    env = environment(**FAST_FAILURES, REDIS="1", REDIS_URL=own_redis.url)
+    pages = 300
+    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
+    site.delay = 0.02
+    output = tmp_path / "records.jsonl"
+    workers = WorkerProcesses(env, processes=2, threads=4)
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)), "--output", str(output))
+        workers.wait_until(lambda: workers.count("Done crawling") >= 60)
+        own_redis.shut_down()
+        time.sleep(3)
+        own_redis.start()
+        stdout, stderr = finish(waiting)
+    finally:
+        assert workers.stop() == 0
+        own_redis.shut_down()
+
+    every_page = {page_path(i) for i in range(pages)}
+    assert set(site.fetch_counts()) == every_page
+    assert waiting.returncode == 0, stderr[-3000:]
+    assert f"{pages} pages fetched" in stdout and "0 failed." in stdout
+    assert "waiting for Redis..." in stderr
+    urls = [r["url"] for r in read_records(output)]
+    assert len(urls) == len(set(urls)) == pages
+    assert workers.logged_any("goes back to the queue")
+    assert not workers.logged_any("Unexpected failure in after_process_message")
+
+
+def test_wait_rides_out_a_rabbitmq_restart_and_the_crawl_ends_complete(
+    site: SiteServer, rabbitmq_restartable: dict[str, str], tmp_path: Path
+) -> None:
+    env = environment(**rabbitmq_restartable, **FAST_FAILURES)
+    pages = 300
+    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
+    site.delay = 0.02
+    output = tmp_path / "records.jsonl"
+    workers = WorkerProcesses(env, processes=2, threads=4)
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)), "--output", str(output))
+        workers.wait_until(lambda: workers.count("Done crawling") >= 60)
+        rabbitmqctl("stop_app")
+        time.sleep(3)
+        rabbitmqctl("start_app")
+        stdout, stderr = finish(waiting)
+    finally:
+        assert workers.stop() == 0
+
+    assert waiting.returncode == 0, stderr[-3000:]
+    assert set(site.fetch_counts()) == {page_path(i) for i in range(pages)}
+    assert f"{pages} pages fetched" in stdout and "0 failed." in stdout
+    assert "waiting for RabbitMQ..." in stderr
+    urls = [r["url"] for r in read_records(output)]
+    assert len(urls) == len(set(urls)) == pages
+
+
+def test_a_memcached_restarted_empty_costs_at_most_one_more_fetch_a_page(
+    site: SiteServer, rabbitmq_env: dict[str, str], own_memcached: MemcachedProcess, tmp_path: Path
+) -> None:
+    env = environment(
+        **{
+            **rabbitmq_env,
+            **FAST_FAILURES,
+            "MEMCACHED_SERVERS": own_memcached.servers,
+            # Retries at 1, 2 and 4 s outlast the outage, as the default 15, 30, 60 s do.
+            "CRAWLER_MIN_BACKOFF_MS": "1000",
+        }
+    )
+    pages = 300
+    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
+    site.delay = 0.02
+    output = tmp_path / "records.jsonl"
+    workers = WorkerProcesses(env, processes=2, threads=4)
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)), "--output", str(output))
+        workers.wait_until(lambda: workers.count("Done crawling") >= 100)
+        own_memcached.stop()
+        time.sleep(1.5)
+        own_memcached.start()  # empty: every claim is forgotten
+        stdout, stderr = finish(waiting)
+    finally:
+        assert workers.stop() == 0
+
+    counts = site.fetch_counts()
+    assert set(counts) == {page_path(i) for i in range(pages)}
+    assert max(counts.values()) <= 2  # README "Not promised": one more fetch per restart
+    assert waiting.returncode == 0, stderr[-3000:]
+    assert "0 failed." in stdout
+    assert "waiting for Memcached..." in stderr
+    assert workers.count("Giving up on URL") == 0
+    urls = [r["url"] for r in read_records(output)]
+    assert len(set(urls)) == pages
+
+
+def records_left(env: dict[str, str], crawl_id: str) -> bool:
+    """Whether the crawl's records queue (or list) still exists on the broker."""
+    name = f"crawler.records.{crawl_id}"
+    if env.get("REDIS") == "1":
+        client = redis.Redis.from_url(env["REDIS_URL"])
+        try:
+            return bool(client.exists(name))
+        finally:
+            client.close()
+    connection = pika.BlockingConnection(pika.URLParameters(env["RABBITMQ_URL"]))
+    try:
+        connection.channel().queue_declare(name, passive=True)
+        return True
+    except pika.exceptions.ChannelClosedByBroker:
+        return False
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_ctrl_c_on_wait_deletes_its_records_queue_and_workers_stop_filling_it(
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+) -> None:
+    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    site.pages.update(generate_site(site.base_url, pages=60, links_per_page=3))
+    site.delay = 0.1
+    workers = WorkerProcesses(env, processes=1, threads=2)
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)))
+        assert waiting.stdout is not None
+        crawl_id = crawl_id_of(waiting.stdout.readline())
+        workers.wait_until(lambda: workers.count("Done crawling") >= 3)
+        waiting.send_signal(signal.SIGINT)
+        stdout, _ = finish(waiting)
+        crawled_then = workers.count("Done crawling")
+        workers.wait_until(lambda: workers.count("Done crawling") >= crawled_then + 5)
+        left = records_left(env, crawl_id)
+    finally:
+        workers.stop()
+
+    assert waiting.returncode == 130
+    assert f"The crawl goes on; see it with --status {crawl_id}" in stdout
+    assert not left
+
+
+def test_output_into_a_missing_directory_is_refused_before_anything_is_enqueued(
+    rabbitmq_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = environment(**rabbitmq_env)
+    missing = tmp_path / "no" / "such" / "dir" / "pages.jsonl"
+
+    result = seed(env, "http://127.0.0.1:1/", "--wait", "--output", str(missing))
+
+    assert result.returncode == 2
+    assert f"cannot write --output {str(missing)!r}: No such file or directory" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert queued_messages(env) == 0
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_dead_lettered_urls_are_listed_and_one_replay_fetches_them_again(
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+) -> None:
+    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    # Down for the crawl's four attempts, back for the replay.
+    site.behaviors["/down.html"] = faults.failing_then(
+        html(site.url("/behind.html")), failures=4, fail=faults.status(503)
+    )
+    site.pages["/"] = html(site.url("/down.html"), site.url("/fine.html"))
+    site.pages["/fine.html"] = site.pages["/behind.html"] = html()
+    workers = WorkerProcesses(env, processes=1, threads=4)
+    try:
+        stdout, _ = finish(wait_for_crawl(env, site.url("/")))
+        crawl_id = crawl_id_of(stdout)
+        assert "1 failed." in stdout
+        listed = seed(env, "--dead-letters", crawl_id)
+        nothing_of_another = seed(env, "--dead-letters", "f" * 32)
+        replayed = seed(env, "--replay", crawl_id)
+        workers.wait_until(lambda: site.fetched(["/behind.html"]))
+        workers.wait_until(lambda: queued_messages(env) == 0)
+        status = seed(env, "--status", crawl_id)
+        listed_after = seed(env, "--dead-letters", crawl_id)
+    finally:
+        assert workers.stop() == 0
+
+    down = site.url("/down.html")
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines()[0].startswith(f"{down} (4 attempts; last retried for: ")
+    assert "HTTP 503 Service Unavailable" in listed.stdout
+    assert listed.stdout.splitlines()[-1] == f"1 dead-lettered URL(s) of crawl {crawl_id}"
+    assert nothing_of_another.stdout.strip().endswith("0 dead-lettered URL(s) of crawl " + "f" * 32)
+    assert replayed.returncode == 0
+    assert (
+        replayed.stdout.splitlines()[-1] == f"1 dead-lettered URL(s) of crawl {crawl_id} sent again"
+    )
+    assert site.fetch_counts()["/down.html"] == 5
+    assert site.fetch_counts()["/behind.html"] == 1
+    assert f"crawl {crawl_id}: finished: 4 pages fetched" in status.stdout
+    assert ", 0 failed;" in status.stdout and " 0 outstanding," in status.stdout
+    assert listed_after.stdout.strip() == f"0 dead-lettered URL(s) of crawl {crawl_id}"
+    assert dead_letters(env) == 0
+
+
+def test_replay_with_memcached_flushed_still_fetches_the_url(
+    site: SiteServer, redis_env: dict[str, str]
+) -> None:
+    """A dead letter outlives Memcached's memory (a week against an hour): the replayed
+    message claims its URL anew."""
+    env = environment(**redis_env, **FAST_FAILURES)
+    site.behaviors["/down.html"] = faults.failing_then(html(), failures=4, fail=faults.status(503))
+    workers = WorkerProcesses(env, processes=1, threads=2)
+    try:
+        stdout, _ = finish(wait_for_crawl(env, site.url("/down.html")))
+        crawl_id = crawl_id_of(stdout)
+        with clean_memcached():
+            pass
+        replayed = seed(env, "--replay", crawl_id)
+        workers.wait_until(lambda: site.fetch_counts()["/down.html"] == 5)
+        workers.wait_until(lambda: queued_messages(env) == 0)
+    finally:
+        assert workers.stop() == 0
+
+    assert replayed.returncode == 0
+    assert not workers.logged_any("already been visited")
+    assert dead_letters(env) == 0
