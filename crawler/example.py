@@ -40,7 +40,7 @@ from crawler.memcached_pool import ThreadMappedPool
 from crawler.network_guard import fetch_was_public, guarded_session, start_fetch
 from crawler.options import CrawlOptions
 from crawler.records import Recorder, RecordFile
-from crawler.scope import child_arguments, links_to_follow
+from crawler.scope import child_arguments, links_to_follow, report_dropped
 from crawler.seeding import broker_address, http_url
 from crawler.sending import BROKER_ERRORS, SendBack
 
@@ -108,8 +108,11 @@ def crawl(
             return
 
     session = get_session()
+    start_fetch(via_public)  # robots.txt is fetched under the same network guard
     with memcache_pool.reserve() as client:
-        verdict = politeness.check(client, rate_limits_backend, session, url, crawl_options)
+        verdict = politeness.check(
+            client, rate_limits_backend, session, url, crawl_options, limits=limits
+        )
     if verdict == politeness.DISALLOWED:
         logger.warning("Skipping URL %r since robots.txt disallows it.", url)
         records.note(records.skipped_record(url, records.DISALLOWED))
@@ -134,7 +137,8 @@ def crawl(
                         logger.warning("Taking only the first %d links of %r.", len(anchors), url)
                         break
 
-    links = links_to_follow(anchors or [], crawl_options, depth)
+    links, dropped = links_to_follow(anchors or [], crawl_options, depth)
+    dropped_links = report_dropped(url, dropped)
     with memcache_pool.reserve() as client:
         kwargs = child_arguments(depth, options, via_public=fetch_was_public())
         sent = claims.send_claimed(
@@ -148,7 +152,7 @@ def crawl(
         )
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
-    records.note(records.page_record(url, response, anchors, depth, sent))
+    records.note(records.page_record(url, response, anchors, depth, sent, dropped_links))
 
 
 def main(args: list[str]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from email.utils import parsedate_to_datetime
 from urllib.parse import urljoin, urlsplit
@@ -11,6 +12,7 @@ from requests.cookies import get_cookie_header
 from requests.utils import requote_uri
 
 from crawler import metrics
+from crawler.canonical import canonical_url
 from crawler.environment import Limits
 from crawler.errors import PermanentError, TransientError
 
@@ -28,6 +30,13 @@ _PERMANENT_REQUEST_ERRORS = (
     requests.exceptions.MissingSchema,
     requests.exceptions.InvalidHeader,
 )
+#: What getaddrinfo answers for a name that does not exist, or has no address: the
+#: resolver's final word.  EAI_AGAIN (no answer in time) is left to the retries.
+_NO_SUCH_HOST = frozenset(
+    code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
+)
+#: Characters of a URL quoted in an error message.
+SHOWN_URL = 100
 
 
 def fetch(
@@ -46,7 +55,11 @@ def fetch(
         if target is None:
             break
         response.close()
-        url = requote_uri(urljoin(response.url, target))
+        try:
+            url = requote_uri(urljoin(response.url, target))
+            canonical_url(url)  # refuses the ports and host names no server can have
+        except ValueError as e:
+            raise PermanentError(f"a redirect to a malformed URL {_shown(target)!r}: {e}") from e
         if urlsplit(url).scheme not in ("http", "https"):
             raise PermanentError(f"InvalidSchema: a redirect to {url!r}")
     else:
@@ -83,7 +96,35 @@ def _get(
     except _PERMANENT_REQUEST_ERRORS as e:
         raise PermanentError(f"{type(e).__name__}: {e}") from e
     except (requests.ConnectionError, requests.Timeout) as e:
+        lookup = _lookup_failure(e)
+        if lookup is not None and lookup.errno in _NO_SUCH_HOST:
+            host = urlsplit(url).hostname
+            raise PermanentError(
+                f"the host name {host!r} does not resolve ({lookup.strerror})"
+            ) from e
         raise TransientError(f"{type(e).__name__}: {e}") from e
+    except ValueError as e:  # UnicodeError too: say, a host name IDNA cannot encode
+        raise PermanentError(f"cannot request {_shown(url)!r}: {type(e).__name__}: {e}") from e
+
+
+def _lookup_failure(error: BaseException) -> socket.gaierror | None:
+    """The ``getaddrinfo`` failure behind a connection error, if that is what it was.
+
+    requests wraps urllib3's ``MaxRetryError``, whose reason is a ``NameResolutionError``
+    raised from the ``socket.gaierror``: the chain of causes leads to it.
+    """
+    seen: set[int] = set()
+    cause: object = error
+    while isinstance(cause, BaseException) and id(cause) not in seen:
+        if isinstance(cause, socket.gaierror):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__ or getattr(cause, "reason", None)
+    return None
+
+
+def _shown(url: str) -> str:
+    return url if len(url) <= SHOWN_URL else url[: SHOWN_URL - 3] + "..."
 
 
 def _send_get(
@@ -137,8 +178,17 @@ def is_html(response: requests.Response) -> bool:
     return response.headers.get("content-type", "").lower().startswith("text/html")
 
 
-def read_body(response: requests.Response, limits: Limits) -> bytes:
-    """The decoded body, read within the fetch's deadline and size cap."""
+def read_body(
+    response: requests.Response, limits: Limits, *, truncate_at: int | None = None
+) -> bytes:
+    """The decoded body, read within the fetch's deadline and size cap.
+
+    Parameters:
+      response(requests.Response): What :func:`fetch` returned.
+      limits(Limits): The deadline and size cap; a body over the cap is a PermanentError.
+      truncate_at(int): Stop once this many decoded bytes are read and return them: what
+        lies past is ignored, not an error (robots.txt is read so, as Google reads it).
+    """
     deadline: float = response.deadline  # type: ignore[attr-defined]
     raw = response.raw
     body = bytearray()
@@ -154,11 +204,14 @@ def read_body(response: requests.Response, limits: Limits) -> bytes:
             if time.monotonic() >= deadline:
                 raise _overdue(limits) from e
             raise TransientError(f"{type(e).__name__} while reading: {e}") from e
+        body += chunk
+        if truncate_at is not None and len(body) >= truncate_at:
+            del body[truncate_at:]
+            chunk = b""  # as good as the end of the body
         if not chunk:
             started = deadline - limits.fetch_deadline
             metrics.page_read(time.monotonic() - started, len(body))
             return bytes(body)
-        body += chunk
         if len(body) > limits.max_body_bytes or raw.tell() > limits.max_body_bytes:
             raise PermanentError(f"the body is over {limits.max_body_bytes} bytes")
 

@@ -36,6 +36,9 @@ def _create() -> dict[str, Any]:
         ),
         "bytes": prom.Counter("crawler_response_bytes_total", "Body bytes read, decompressed."),
         "links": prom.Counter("crawler_links_found_total", "Links found on crawled pages."),
+        "dropped": prom.Counter(
+            "crawler_links_dropped_total", "Links dropped from crawled pages as malformed."
+        ),
         "waits": prom.Counter(
             "crawler_rate_limit_waits_total",
             "Requests that found their host's rate spent: waited, or deferred.",
@@ -48,6 +51,10 @@ def page_ended(outcome: str, links: int) -> None:
     metrics = _metrics()
     metrics["pages"].labels(outcome).inc()
     metrics["links"].inc(links)
+
+
+def links_dropped(count: int) -> None:
+    _metrics()["dropped"].inc(count)
 
 
 def page_read(seconds: float, size: int) -> None:

@@ -8,10 +8,15 @@ can share the same workers.
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import math
+import re
 import uuid
 from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
+
+from crawler.canonical import check_host_name
 
 #: Sent with every request unless ``--user-agent`` says otherwise.
 DEFAULT_USER_AGENT = (
@@ -76,6 +81,8 @@ class CrawlOptions:
 
 
 UPSTREAM = CrawlOptions()
+#: What ``--allow-domain`` takes once IDNA-encoded: host name characters only.
+_DOMAIN = re.compile(r"[a-z0-9_.-]+", re.ASCII)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--allow-domain",
         action="append",
         default=[],
+        type=domain_name,
         metavar="DOMAIN",
         help="also follow links to DOMAIN and its subdomains (repeatable)",
     )
@@ -107,7 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="R",
         help="R requests per second per host at most, across all workers",
     )
-    group.add_argument("--user-agent", default=DEFAULT_USER_AGENT, help="the User-Agent header")
+    group.add_argument(
+        "--user-agent", type=user_agent, default=DEFAULT_USER_AGENT, help="the User-Agent header"
+    )
 
 
 def from_arguments(
@@ -132,24 +142,49 @@ def from_arguments(
 
 
 def whole_number(value: str) -> int:
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
     return int(value)
 
 
 def positive_int(value: str) -> int:
     """An ``argparse`` type: a whole number above zero."""
-    if not value.isdigit() or int(value) == 0:
+    if not (value.isascii() and value.isdigit()) or int(value) == 0:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number above zero")
     return int(value)
 
 
 def positive_float(value: str) -> float:
-    """An ``argparse`` type: a number above zero."""
+    """An ``argparse`` type: a finite number above zero (``nan``, ``inf`` and ``1e309``,
+    which float() takes, would fail every page of the crawl)."""
     try:
         number = float(value)
     except ValueError:
         number = 0.0
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number above zero")
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number above zero")
     return number
+
+
+def domain_name(value: str) -> str:
+    """An ``argparse`` type: a host name or IP address, spelled as canonical URLs spell
+    hosts (lower case, IDNA, no trailing dot), so that it can match them."""
+    domain = value.strip().lower().rstrip(".")
+    try:
+        if ":" in domain:  # an IPv6 address, with or without its brackets
+            return str(ipaddress.IPv6Address(domain.strip("[]")))
+        domain = domain.encode("idna").decode("ascii")
+        if not _DOMAIN.fullmatch(domain):
+            raise ValueError(f"{domain!r} has a character no host name has")
+        check_host_name(domain)
+    except ValueError as e:  # UnicodeError included
+        raise argparse.ArgumentTypeError(f"{value!r} is not a domain name") from e
+    return domain
+
+
+def user_agent(value: str) -> str:
+    """An ``argparse`` type: a header value requests will send, or every request of the
+    crawl would fail.  Spaces around it are dropped (requests refuses a leading one)."""
+    if any((ord(char) < 32 and char != "\t") or ord(char) == 127 for char in value):
+        raise argparse.ArgumentTypeError(f"{value!r} has a line break or control character")
+    return value.strip()

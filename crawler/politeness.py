@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import random
 import time
+from contextlib import closing
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,6 +20,9 @@ from dramatiq.rate_limits import BucketRateLimiter, RateLimiterBackend
 from protego import Protego
 
 from crawler import metrics
+from crawler.environment import ACTOR_TIME_LIMIT, Limits
+from crawler.errors import PermanentError, TransientError
+from crawler.fetching import fetch, read_body
 from crawler.options import CrawlOptions
 
 logger = logging.getLogger("example")
@@ -26,8 +31,9 @@ logger = logging.getLogger("example")
 ROBOTS_TTL = 3600
 #: How much of a robots.txt is read at most (Google reads 500 KiB).
 ROBOTS_MAX_BYTES = 500 * 1024
-#: How long a worker waits for another one that is fetching the same robots.txt.
-ROBOTS_WAIT = 10.0
+#: How much longer than a fetch's deadline a worker waits for another one fetching
+#: the same robots.txt: time for that one to store what it read.
+ROBOTS_WAIT_MARGIN = 0.5
 
 
 #: What :func:`check` says of a URL.
@@ -45,11 +51,22 @@ def check(
     session: requests.Session,
     url: str,
     options: CrawlOptions,
+    *,
+    limits: Limits,
 ) -> str:
-    """Whether ``url`` may be fetched now: robots.txt first, then the host's rate."""
+    """Whether ``url`` may be fetched now: robots.txt first, then the host's rate.
+
+    Parameters:
+      client(pylibmc.Client): The dedup store, where robots.txt rules are shared.
+      backend(RateLimiterBackend): Where the hosts' rates are counted.
+      session(requests.Session): The worker thread's session, to fetch robots.txt with.
+      url(str): The URL about to be fetched.
+      options(CrawlOptions): The crawl's options: robots.txt, rate, User-Agent.
+      limits(Limits): The deadline and caps of every fetch, robots.txt's included.
+    """
     crawl_delay = None
     if options.obey_robots:
-        robots = robots_for(client, session, url, options.user_agent)
+        robots = robots_for(client, session, url, options.user_agent, limits=limits)
         if not robots.can_fetch(url, options.user_agent):
             return DISALLOWED
         crawl_delay = robots.crawl_delay(options.user_agent)
@@ -97,33 +114,61 @@ def origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def robots_for(client: Any, session: requests.Session, url: str, user_agent: str) -> Protego:
-    """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the store."""
-    key = "robots:" + hashlib.md5(origin(url).encode()).hexdigest()
+def robots_key(url: str) -> str:
+    """The store's key for the robots.txt rules of ``url``'s host."""
+    return "robots:" + hashlib.md5(origin(url).encode()).hexdigest()
+
+
+def robots_wait(limits: Limits) -> float:
+    """How long a worker waits for another one fetching the same robots.txt: that
+    fetch's deadline and a margin, and never as long as the actor's time limit."""
+    return min(limits.fetch_deadline + ROBOTS_WAIT_MARGIN, ACTOR_TIME_LIMIT - ROBOTS_WAIT_MARGIN)
+
+
+def robots_for(
+    client: Any, session: requests.Session, url: str, user_agent: str, *, limits: Limits
+) -> Protego:
+    """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the store.
+
+    Parameters:
+      client(pylibmc.Client): The dedup store, where the rules are shared for an hour.
+      session(requests.Session): The session to fetch robots.txt with.
+      url(str): A URL of the host.
+      user_agent(str): The User-Agent header to send.
+      limits(Limits): The deadline and caps of the fetch, the same as a page's.
+    """
+    key = robots_key(url)
+    wait = robots_wait(limits)
     body = client.get(key)
-    if body is None and client.add(key + ":lock", 1, time=int(ROBOTS_WAIT)):
-        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent)
+    if body is None and client.add(key + ":lock", 1, time=math.ceil(wait)):
+        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent, limits)
         client.set(key, body, time=ROBOTS_TTL)
-    deadline = time.monotonic() + ROBOTS_WAIT
+    deadline = time.monotonic() + wait
     while body is None and time.monotonic() < deadline:
         time.sleep(0.05)  # another worker is fetching it; there is no event to wait on
         body = client.get(key)
     if body is None:  # the other worker died meanwhile: fetch it here, uncached
-        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent)
+        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent, limits)
     return Protego.parse(body.decode("utf-8", "replace"))
 
 
-def _fetch_robots(session: requests.Session, robots_url: str, user_agent: str) -> bytes:
-    """A missing or unreadable robots.txt allows everything, as the convention says."""
+def _fetch_robots(
+    session: requests.Session, robots_url: str, user_agent: str, limits: Limits
+) -> bytes:
+    """At most ``ROBOTS_MAX_BYTES`` of a robots.txt, fetched within a page's deadline and
+    caps so a slow one cannot hold the message past the actor's time limit.
+
+    A missing robots.txt (a 4xx answer) allows everything, as the convention says;
+    so does one that cannot be read, with a warning.
+    """
     try:
-        with session.get(
-            robots_url, headers={"User-Agent": user_agent}, timeout=(3.05, 5), stream=True
-        ) as response:
-            if response.status_code != 200:
-                return b""
-            return response.raw.read(ROBOTS_MAX_BYTES, decode_content=True) or b""
-    except requests.RequestException as e:
-        logger.warning("Could not read %s (%s); allowing every page.", robots_url, e)
+        with closing(fetch(session, robots_url, limits, user_agent)) as response:
+            return read_body(response, limits, truncate_at=ROBOTS_MAX_BYTES)
+    except (PermanentError, TransientError) as e:
+        if isinstance(e, PermanentError) and e.status is not None:  # fetch's 4xx answers
+            logger.info("No robots.txt at %s (%s); allowing every page.", robots_url, e)
+        else:
+            logger.warning("Could not read %s (%s); allowing every page.", robots_url, e)
         return b""
 
 

@@ -44,11 +44,17 @@ def _take_noted() -> Record | None:
 
 
 def page_record(
-    url: str, response: requests.Response, links: list[str] | None, depth: int, sent: list[str]
+    url: str,
+    response: requests.Response,
+    links: list[str] | None,
+    depth: int,
+    sent: list[str],
+    dropped_links: int = 0,
 ) -> Record:
     """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML,
-    ``sent`` the ids of the messages it sent for the new URLs among them."""
-    return {
+    ``sent`` the ids of the messages it sent for the new URLs among them, and
+    ``dropped_links`` how many of its links were malformed (named only when some were)."""
+    record = {
         "url": url,
         "outcome": CRAWLED if links is not None else NOT_HTML,
         "status": response.status_code,
@@ -57,6 +63,9 @@ def page_record(
         "depth": depth,
         "sent": sent,
     }
+    if dropped_links:
+        record["dropped_links"] = dropped_links
+    return record
 
 
 def skipped_record(url: str, outcome: str) -> Record:

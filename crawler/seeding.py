@@ -13,7 +13,11 @@ from crawler.links import clean_href
 
 
 def http_url(value: str) -> str:
-    """An ``argparse`` type: an absolute http(s) URL, in its canonical form."""
+    """An ``argparse`` type: an absolute http(s) URL, in its canonical form.
+
+    Refused: another scheme, no host, a port that is not a number from 1 to 65535,
+    a host name no resolver accepts, anything requests cannot send.
+    """
     parts = urlsplit(value)
     if parts.scheme.lower() not in ("http", "https"):
         raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL")
@@ -22,9 +26,9 @@ def http_url(value: str) -> str:
             raise argparse.ArgumentTypeError(f"{value!r} has no host name")
         parts.port  # noqa: B018  (raises ValueError on a bad port)
         requests.Request("GET", value).prepare()
+        return canonical_url(clean_href(value))  # port 0, impossible host names
     except (ValueError, requests.RequestException) as e:
         raise argparse.ArgumentTypeError(f"{value!r} is not a valid URL: {e}") from e
-    return canonical_url(clean_href(value))
 
 
 def broker_address() -> str:

@@ -38,7 +38,7 @@ BROKER_ERRORS: tuple[type[BaseException], ...] = (
 #: Publish attempts on RabbitMQ, each on a fresh connection after the first (as
 #: Dramatiq's ``enqueue``): a worker thread's connection may have been closed by
 #: RabbitMQ while it sat idle, its heartbeats unanswered.
-PUBLISH_ATTEMPTS = 3
+PUBLISH_ATTEMPTS = 2
 
 
 def publish_to_queue(broker: Any, queue: str, body: bytes) -> None:
