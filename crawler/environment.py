@@ -7,15 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-import dramatiq
-from dramatiq.brokers.redis import RedisBroker
-from dramatiq.middleware import CurrentMessage
-from dramatiq.middleware.prometheus import Prometheus
-
-from crawler.sending import ReturningConsumer, SendBack, middleware
 
 #: Where RabbitMQ listens unless ``RABBITMQ_URL`` says otherwise.
 DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672"
@@ -125,60 +117,11 @@ def number(name: str, default: float) -> float:
     return parsed
 
 
-def make_broker(send_back: SendBack | None = None) -> dramatiq.Broker:
-    """A ``RedisBroker`` when ``REDIS=1``, otherwise a ``RabbitmqBroker``; either hands
-    back the messages ``send_back`` marks instead of acknowledging them.
-
-    Neither connects until the first message is sent or consumed.  The Redis
-    broker checks for dead workers often enough that the messages a killed
-    worker held come back within about a minute (Dramatiq's default is rare).
-    """
-    broker = _broker(send_back or SendBack())
-    broker.add_middleware(CurrentMessage())
-    broker.add_middleware(Prometheus())  # serves /metrics on port 9191 from `dramatiq` workers
-    return broker
-
-
-def _broker(send_back: SendBack) -> dramatiq.Broker:
-    if uses_redis():
-        return PromptRedisBroker(
-            send_back=send_back,
-            poll_ms=max(1, round(number("CRAWLER_REDIS_POLL_MS", 100))),  # 0 would spin
-            url=redis_url(),
-            heartbeat_timeout=int(number("CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS", 30_000)),
-            maintenance_chance=int(number("CRAWLER_REDIS_MAINTENANCE_CHANCE", 20_000)),
-        )
-
-    from dramatiq.brokers.rabbitmq import RabbitmqBroker
-
-    class ReturningRabbitmqBroker(RabbitmqBroker):
-        """Dramatiq's ``RabbitmqBroker``, its consumers handing back unsent messages."""
-
-        def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Any:
-            return ReturningConsumer(super().consume(queue_name, prefetch, timeout), send_back)
-
-    return ReturningRabbitmqBroker(url=rabbitmq_url(), middleware=middleware(send_back))
-
-
-class PromptRedisBroker(RedisBroker):
-    """Dramatiq's ``RedisBroker``, with idle polls capped at ``poll_ms``, its
-    consumers handing back the messages ``send_back`` marks.
-
-    Redis has no push: a consumer that finds its queue empty polls again after a
-    growing pause, up to the worker's timeout (1 s by default).  A crawl's queue runs
-    dry while its first pages are fetched and again near its end, so without the cap
-    a page could wait a second for an idle worker.
-
-    Parameters:
-      send_back(SendBack): Marks the messages whose follow-ups the broker refused.
-      poll_ms(int): The longest pause between two polls of an empty queue.
-    """
-
-    def __init__(self, *, send_back: SendBack, poll_ms: int, **parameters: Any) -> None:
-        super().__init__(middleware=middleware(send_back), **parameters)  # type: ignore[no-untyped-call]
-        self.send_back = send_back
-        self.poll_ms = poll_ms
-
-    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> Any:
-        consumer = super().consume(queue_name, prefetch, min(timeout, self.poll_ms))
-        return ReturningConsumer(consumer, self.send_back)
+def broker_address() -> str:
+    """The broker the seeder talks to, password hidden, for error messages."""
+    url = redis_url() if uses_redis() else rabbitmq_url()
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    name = "Redis" if uses_redis() else "RabbitMQ"
+    return f"{name} at {urlunsplit((parts.scheme, netloc, parts.path, '', ''))}"

@@ -11,7 +11,6 @@ import logging
 import re
 import sys
 from collections.abc import Callable
-from contextlib import closing
 from functools import partial
 from pathlib import Path
 from threading import local
@@ -20,34 +19,35 @@ from typing import Any
 import dramatiq
 import pylibmc
 import requests
-from dramatiq.middleware import Retries
+from dramatiq.rate_limits import RateLimiterBackend
 from dramatiq.rate_limits.backends import MemcachedBackend
 
-from crawler import claims, local_crawl, options, politeness, records, results, waiting
-from crawler.bookkeeping import settle
+from crawler import local_mode, options
+from crawler.brokers import BROKER_ERRORS, SendBack, make_broker
 from crawler.environment import (
+    broker_address,
     limits_from_environment,
-    make_broker,
     memcached_behaviors,
     memcached_servers,
 )
 from crawler.errors import PermanentError
 from crawler.failures import reports_failures
-from crawler.fetching import fetch, is_html, read_body
-from crawler.html_links import html_links
-from crawler.links import clean_anchor
-from crawler.memcached_pool import ThreadMappedPool
-from crawler.network_guard import fetch_was_public, guarded_session, start_fetch
-from crawler.options import CrawlOptions
-from crawler.records import Recorder, RecordFile
-from crawler.scope import child_arguments, links_to_follow, report_dropped
-from crawler.seeding import broker_address, http_url
-from crawler.sending import BROKER_ERRORS, SendBack
+from crawler.fetching import fetch, is_html, new_session, read_body
+from crawler.following import record_queue, records, seeder
+from crawler.following.bookkeeping import keep_books
+from crawler.following.records import Record, RecordFile
+from crawler.frontier import StorePool, claims, politeness
+from crawler.frontier.memcached_pool import ThreadMappedPool
+from crawler.frontier.scope import child_arguments, links_to_follow, report_dropped
+from crawler.links.cleaning import clean_anchor
+from crawler.links.extraction import html_links
+from crawler.options import CrawlOptions, http_url
+from crawler.outcomes import DEFERRED, DISALLOWED, DUPLICATE, OVER_BUDGET
 
 logger = logging.getLogger("example")
 memcache_client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
-memcache_pool = ThreadMappedPool(memcache_client)
-rate_limits_backend = MemcachedBackend(
+memcache_pool: StorePool = ThreadMappedPool(memcache_client)
+rate_limits_backend: RateLimiterBackend = MemcachedBackend(
     servers=memcached_servers(), binary=True, behaviors=memcached_behaviors()
 )
 anchor_re = re.compile(rb'<a href="([^"]+)">')
@@ -56,13 +56,11 @@ limits = limits_from_environment()
 
 send_back = SendBack()
 broker = make_broker(send_back)
-broker.add_middleware(
-    Recorder(
-        on_record=settle(
-            lambda: memcache_pool, partial(results.publish, broker), send_back.could_not_send
-        )
-    ),
-    before=Retries,  # its after-hook then runs after Retries', to see final failures
+keep_books(
+    broker,
+    memcache_pool,
+    publish=partial(record_queue.publish, broker),
+    on_unsent=send_back.could_not_send,
 )
 dramatiq.set_broker(broker)
 
@@ -70,7 +68,7 @@ dramatiq.set_broker(broker)
 def get_session() -> requests.Session:
     session = getattr(state, "session", None)
     if session is None:
-        session = state.session = guarded_session()
+        session = state.session = new_session()
     return session
 
 
@@ -91,7 +89,7 @@ def find_anchors(body: bytes, page_url: str, crawl_options: CrawlOptions) -> lis
 @reports_failures
 def crawl(
     url: str, depth: int = 0, options: dict[str, Any] | None = None, via_public: bool = False
-) -> None:
+) -> Record:
     crawl_options = CrawlOptions.from_message(options)
     message = claims.current_message(crawl, url)
     url_hash = claims.url_hash(url)
@@ -99,38 +97,39 @@ def crawl(
         added = claims.claim(client, url_hash, message.message_id)
         if not added:
             logger.warning("URL %r has already been visited. Skipping...", url)
-            records.note(records.skipped_record(url, records.DUPLICATE))
-            return
+            return records.skipped_record(url, DUPLICATE)
         first_delivery = claims.bound_deliveries(client, message, limits.max_deliveries)
         if politeness.over_budget(client, crawl_options, first_delivery):
             logger.warning("Skipping URL %r since the crawl's page budget is spent.", url)
-            records.note(records.skipped_record(url, records.OVER_BUDGET))
-            return
+            return records.skipped_record(url, OVER_BUDGET)
 
     session = get_session()
-    start_fetch(via_public)  # robots.txt is fetched under the same network guard
     with memcache_pool.reserve() as client:
         verdict = politeness.check(
-            client, rate_limits_backend, session, url, crawl_options, limits=limits
+            client,
+            rate_limits_backend,
+            session,
+            url,
+            crawl_options,
+            limits=limits,
+            via_public=via_public,
         )
     if verdict == politeness.DISALLOWED:
         logger.warning("Skipping URL %r since robots.txt disallows it.", url)
-        records.note(records.skipped_record(url, records.DISALLOWED))
-        return
+        return records.skipped_record(url, DISALLOWED)
     if verdict == politeness.RATE_LIMITED:
         claims.defer(crawl.broker, message, delay=politeness.defer_delay())
-        records.note(records.skipped_record(url, records.DEFERRED))
-        return
+        return records.skipped_record(url, DEFERRED)
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
-    start_fetch(via_public)
-    with closing(fetch(session, url, limits, crawl_options.user_agent)) as response:
+    with fetch(session, url, limits, crawl_options.user_agent, via_public=via_public) as fetched:
+        response = fetched.response
         if not is_html(response):
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
             anchors = []
-            for anchor in find_anchors(read_body(response, limits), response.url, crawl_options):
+            for anchor in find_anchors(read_body(fetched, limits), response.url, crawl_options):
                 if anchor.startswith("http://") or anchor.startswith("https://"):
                     anchors.append(anchor)
                     if len(anchors) == limits.max_links_per_page:
@@ -140,7 +139,7 @@ def crawl(
     links, dropped = links_to_follow(anchors or [], crawl_options, depth)
     dropped_links = report_dropped(url, dropped)
     with memcache_pool.reserve() as client:
-        kwargs = child_arguments(depth, options, via_public=fetch_was_public())
+        kwargs = child_arguments(depth, options, via_public=fetched.public)
         sent = claims.send_claimed(
             client,
             crawl,
@@ -152,7 +151,7 @@ def crawl(
         )
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
-    records.note(records.page_record(url, response, anchors, depth, sent, dropped_links))
+    return records.page_record(url, response, anchors, depth, sent, dropped_links)
 
 
 def main(args: list[str]) -> int:
@@ -177,11 +176,11 @@ def main(args: list[str]) -> int:
         metavar="CRAWL_ID",
         help="send the crawl's dead-lettered URLs again, with fresh retries ('all': every crawl)",
     )
-    local_mode = parser.add_argument_group("local mode: one process, no services")
-    local_mode.add_argument(
+    local_options = parser.add_argument_group("local mode: one process, no services")
+    local_options.add_argument(
         "--local", action="store_true", help="crawl in this process until nothing is left"
     )
-    local_mode.add_argument(
+    local_options.add_argument(
         "--threads", type=options.positive_int, help="fetching threads (default 8)"
     )
     parser.add_argument(
@@ -190,10 +189,10 @@ def main(args: list[str]) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log every page")
     arguments = parser.parse_args(args)
     if arguments.status:
-        return waiting.status(sys.modules[__name__], arguments.status)
+        return reach_services(lambda: seeder.status(memcache_pool, arguments.status))
     if arguments.dead_letters or arguments.replay:
         return reach_services(
-            lambda: waiting.dead_letters(
+            lambda: seeder.dead_letters(
                 broker,
                 crawl.queue_name,
                 memcache_pool,
@@ -208,8 +207,10 @@ def main(args: list[str]) -> int:
     )
     kwargs = {"options": crawl_options.to_message()}
     if arguments.local:
-        return local_crawl.run(
-            sys.modules[__name__],
+        use_process_memory()
+        return local_mode.run(
+            crawl,
+            memcache_pool,
             arguments.urls,
             kwargs,
             threads=arguments.threads or 8,
@@ -222,8 +223,9 @@ def main(args: list[str]) -> int:
         parser.error("--output works with --local or --wait")
     output = open_output(parser, arguments.output)
     return reach_services(
-        lambda: waiting.seed(
-            sys.modules[__name__],
+        lambda: seeder.seed(
+            crawl,
+            memcache_pool,
             arguments.urls,
             kwargs,
             crawl_options,
@@ -231,6 +233,12 @@ def main(args: list[str]) -> int:
             output=output,
         )
     )
+
+
+def use_process_memory() -> None:
+    """``--local``: claims, counters and rate limits in this process, not in Memcached."""
+    global memcache_pool, rate_limits_backend
+    memcache_pool, rate_limits_backend = local_mode.memory_stores()
 
 
 def reach_services(command: Callable[[], int]) -> int:

@@ -11,8 +11,8 @@ import dramatiq
 import pylibmc
 from dramatiq.middleware import CurrentMessage, Interrupt
 
+from crawler.brokers.send_back import BROKER_ERRORS
 from crawler.errors import PermanentError, TransientError
-from crawler.sending import BROKER_ERRORS
 
 logger = logging.getLogger("example")
 P = ParamSpec("P")

@@ -16,7 +16,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawler.canonical import check_host_name
+import requests
+
+from crawler.links.canonical import canonical_url, check_host_name
+from crawler.links.cleaning import clean_href
 
 #: Sent with every request unless ``--user-agent`` says otherwise.
 DEFAULT_USER_AGENT = (
@@ -188,3 +191,22 @@ def user_agent(value: str) -> str:
     if any((ord(char) < 32 and char != "\t") or ord(char) == 127 for char in value):
         raise argparse.ArgumentTypeError(f"{value!r} has a line break or control character")
     return value.strip()
+
+
+def http_url(value: str) -> str:
+    """An ``argparse`` type: an absolute http(s) URL, in its canonical form.
+
+    Refused: another scheme, no host, a port that is not a number from 1 to 65535,
+    a host name no resolver accepts, anything requests cannot send.
+    """
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL")
+    try:
+        if not parts.hostname:
+            raise argparse.ArgumentTypeError(f"{value!r} has no host name")
+        parts.port  # noqa: B018  (raises ValueError on a bad port)
+        requests.Request("GET", value).prepare()
+        return canonical_url(clean_href(value))  # port 0, impossible host names
+    except (ValueError, requests.RequestException) as e:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a valid URL: {e}") from e

@@ -9,8 +9,9 @@ import pylibmc
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
-from crawler import claims, counters, example
+from crawler import example
 from crawler.errors import PermanentError
+from crawler.frontier import claims, counters
 
 URLS = [f"http://127.0.0.1:1/page/{i}.html" for i in range(5)]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 import redis
 import yaml
 
+from tests.support import free_port
 from tests.workers import PROJECT_ROOT
 
 COMPOSE = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
@@ -29,13 +29,6 @@ def interpolate(value: str, environ: dict[str, str]) -> str:
         lambda m: environ.get(m.group(1)) or (m.group(2) or ""),
         value,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.mark.parametrize("name", sorted(DEFAULT_PORTS))

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from crawler.options import DEFAULT_USER_AGENT
-from tests.conftest import FAST_FAILURES
 from tests.site_server import Page, SiteServer, generate_site, page_path
+from tests.support import FAST_FAILURES
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
 
 #: Ways of writing a link, for the tokenizer to cope with: ``{href}`` is relative

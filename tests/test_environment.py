@@ -9,14 +9,14 @@ from types import SimpleNamespace
 import dramatiq.brokers.redis
 import pytest
 
+from crawler.brokers import make_broker
 from crawler.environment import (
     limits_from_environment,
-    make_broker,
     memcached_servers,
     rabbitmq_url,
 )
-from crawler.network_guard import guarded_session
-from tests.conftest import clean_broker
+from crawler.fetching import new_session
+from tests.support import clean_broker
 from tests.workers import WorkerProcesses, environment
 
 
@@ -74,9 +74,9 @@ def test_fetch_sessions_read_the_environment_once_unless_a_proxy_is_set(
     monkeypatch.setenv("HOME", "/nonexistent")
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
 
-    quiet = guarded_session()
+    quiet = new_session()
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
-    proxied = guarded_session()
+    proxied = new_session()
 
     assert (quiet.trust_env, quiet.verify) == (False, "/etc/ssl/certs/ca-certificates.crt")
     assert proxied.trust_env is True

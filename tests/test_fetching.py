@@ -7,8 +7,8 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from crawler.environment import Limits
-from crawler.fetching import fetch, read_body
-from crawler.network_guard import guarded_session
+from crawler.fetching import new_session
+from crawler.fetching.bounded_fetch import fetch, read_body
 from tests.site_server import Page, SiteServer, send
 
 
@@ -28,12 +28,12 @@ def test_fetch_sends_headers_credentials_and_cookies_like_session_get(
 
     site = SiteServer(behaviors={"/first": set_cookie, "/second": echo}).start()
     try:
-        session = guarded_session()
+        session = new_session()
         session.trust_env = trust_env
         # the last URL carries credentials, which requests sends as basic auth
         with_credentials = site.url("/second").replace("://", "://user:pw@")
         for url in (site.url("/first"), site.url("/second"), with_credentials):
-            response = fetch(session, url, Limits(), "test-agent/1")
+            response = fetch(session, url, Limits(), "test-agent/1", via_public=False)
             body = read_body(response, Limits())
             response.close()
         assert body == b"<html>second</html>"

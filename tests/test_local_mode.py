@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -14,11 +13,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.site_server import Page, SiteServer, generate_site, html, page_path
+from tests.support import read_records
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
 
 PAGES = 200
@@ -81,10 +80,6 @@ def crawl_locally(
         stderr=stderr,
         text=True,
     )
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.mark.parametrize("redis", ["0", "1"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FAST_FAILURES, MemcachedProcess
 from tests.site_server import SiteServer, generate_site, page_path
+from tests.support import FAST_FAILURES, MemcachedProcess
 from tests.workers import WorkerProcesses, dead_letters, environment, queued_messages, seed
 
 

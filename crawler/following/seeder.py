@@ -1,30 +1,33 @@
-"""Seeding a crawl of workers, and following it: ``--wait`` until it is finished, ``--status``."""
+"""The seeder's side of a crawl of workers: seeding it, following it (``--wait`` until it is
+finished, ``--status``), and its dead letters (``--dead-letters``, ``--replay``)."""
 
 from __future__ import annotations
 
 import sys
 import time
 from contextlib import closing
-from types import ModuleType
 from typing import Any
 
 import dramatiq
 import pylibmc
 
-from crawler import counters, results
-from crawler import dead_letters as dead_letter_queue
+from crawler.brokers.send_back import BROKER_ERRORS
 from crawler.environment import uses_redis
+from crawler.following import dead_letters as dead_letter_queue
+from crawler.following import record_queue
+from crawler.following.progress import Progress
+from crawler.following.records import RecordFile
+from crawler.frontier import counters
 from crawler.options import CrawlOptions
-from crawler.progress import Progress
-from crawler.records import DEFERRED, RETRYING, WRITTEN, RecordFile
-from crawler.sending import BROKER_ERRORS
+from crawler.outcomes import DEFERRED, RETRYING, WRITTEN, summary
 
 #: Seconds each wait for records lasts before the counters are read again.
 POLL = 0.5
 
 
 def seed(
-    example: ModuleType,
+    actor: dramatiq.Actor[Any, Any],
+    pool: Any,
     urls: list[str],
     kwargs: dict[str, Any],
     options: CrawlOptions,
@@ -32,16 +35,15 @@ def seed(
     wait: bool,
     output: RecordFile | None,
 ) -> int:
-    """Count and send the seeds; with ``wait``, follow the crawl to its end."""
+    """Count and send the seeds as ``actor`` messages; with ``wait``, follow the crawl
+    to its end.  ``pool`` is the dedup store's, where the crawl's counters live."""
     crawl_id = options.crawl_id
     assert crawl_id is not None
-    reader = results.Reader(example.broker, crawl_id) if wait else None
+    reader = record_queue.Reader(actor.broker, crawl_id) if wait else None
     try:
-        with example.memcache_pool.reserve() as client:
+        with pool.reserve() as client:
             counters.start(client, crawl_id, len(urls))
-        seeds = [
-            example.crawl.send_with_options(args=(url,), kwargs=kwargs).message_id for url in urls
-        ]
+        seeds = [actor.send_with_options(args=(url,), kwargs=kwargs).message_id for url in urls]
     except BaseException:
         if reader is not None:
             reader.close()
@@ -49,14 +51,14 @@ def seed(
     print(f"crawl {crawl_id} seeded with {len(urls)} URL(s)", flush=True)
     if reader is None:
         return 0
-    return follow(example, crawl_id, seeds, reader, output)
+    return follow(pool, crawl_id, seeds, reader, output)
 
 
 def follow(
-    example: ModuleType,
+    pool: Any,
     crawl_id: str,
     seeds: list[str],
-    reader: results.Reader,
+    reader: record_queue.Reader,
     output: RecordFile | None,
 ) -> int:
     """Show progress until nothing of the crawl is queued, in flight or waiting for a retry;
@@ -98,7 +100,7 @@ def follow(
                 time.sleep(POLL)
                 continue
             try:
-                figures = _figures(example, crawl_id)
+                figures = _figures(pool, crawl_id)
             except pylibmc.Error:
                 progress.waiting_for.add("Memcached")
             else:
@@ -119,20 +121,15 @@ def follow(
     return 1 if progress.failures else 0
 
 
-def status(example: ModuleType, crawl_id: str) -> int:
+def status(pool: Any, crawl_id: str) -> int:
     """Print a crawl's figures; 2 when the crawl is unknown."""
-    figures = _figures(example, crawl_id, required=False)
+    figures = _figures(pool, crawl_id, required=False)
     if figures is None:
         print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
         return 2
     state = "finished" if figures[counters.OUTSTANDING] <= 0 else "running"
-    fetched = figures["crawled"] + figures["not-html"]
     print(
-        f"crawl {crawl_id}: {state}: {fetched} pages fetched, "
-        f"{figures['not-html']} skipped as not HTML, "
-        f"{figures['duplicate']} skipped as duplicates, "
-        f"{figures['disallowed']} disallowed by robots.txt, "
-        f"{figures['over-budget']} over the page budget, {figures['failed']} failed; "
+        f"crawl {crawl_id}: {state}: {summary(figures, every_part=True)}; "
         f"{figures[counters.DISCOVERED]} discovered, "
         f"{figures[counters.OUTSTANDING]} outstanding, "
         f"{figures[RETRYING]} failed attempts retried, {figures[DEFERRED]} rate-limit deferrals."
@@ -161,8 +158,8 @@ def dead_letters(
     return 0
 
 
-def _figures(example: ModuleType, crawl_id: str, *, required: bool = True) -> Any:
-    with example.memcache_pool.reserve() as client:
+def _figures(pool: Any, crawl_id: str, *, required: bool = True) -> Any:
+    with pool.reserve() as client:
         figures = counters.read(client, crawl_id)
     if figures is None and required:
         return dict.fromkeys(counters.NAMES, 0) | {counters.OUTSTANDING: 1}

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -14,44 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from crawler import example, results, waiting
-from crawler.environment import make_broker
-from tests.conftest import FAST_FAILURES
+from crawler import example
+from crawler.brokers import make_broker
+from crawler.following import record_queue, seeder
 from tests.site_server import SiteServer, generate_site, html, page_path
-from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
+from tests.support import FAST_FAILURES, crawl_id_of, metric, read_records, wait_for_crawl
+from tests.workers import WorkerProcesses, environment, queued_messages, seed
 
 PAGES = 120
-
-
-def wait_for_crawl(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    """``python -m crawler.example ARGS --wait``, running while the test goes on."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "crawler.example", *args, "--wait"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def read_records(path: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def crawl_id_of(stdout: str) -> str:
-    match = re.search(r"^crawl ([0-9a-f]{32}) seeded", stdout, re.M)
-    assert match, stdout
-    return match.group(1)
-
-
-def metric(text: str, name: str) -> float:
-    """The sum of every sample of ``name`` (all its labels) in a /metrics page."""
-    return sum(
-        float(value)
-        for sample, value in re.findall(r"^(\S+) (\S+)$", text, re.M)
-        if sample == name or sample.startswith(name + "{")
-    )
 
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
@@ -78,7 +44,7 @@ def test_wait_returns_0_after_every_page_with_one_record_each_and_metrics_agree(
         assert workers.stop() == 0
 
     records = read_records(output)
-    assert sorted(r["url"] for r in records) == sorted(site.url(page_path(i)) for i in range(PAGES))  # type: ignore[type-var]
+    assert sorted(r["url"] for r in records) == sorted(site.url(page_path(i)) for i in range(PAGES))
     assert f": {PAGES} pages fetched" in stdout and "0 failed." in stdout
     assert status.returncode == 0
     assert f": finished: {PAGES} pages fetched, " in status.stdout
@@ -165,7 +131,8 @@ def test_wait_ends_on_the_crawls_last_record_without_reading_on(memcached: objec
         ]
     )
 
-    exit_code = waiting.follow(example, uuid.uuid4().hex, ["seed"], reader, output=None)  # type: ignore[arg-type]
+    pool = example.memcache_pool
+    exit_code = seeder.follow(pool, uuid.uuid4().hex, ["seed"], reader, output=None)  # type: ignore[arg-type]
 
     assert exit_code == 0 and reader.closed
 
@@ -177,13 +144,13 @@ def test_a_rabbitmq_reader_stopped_early_acknowledges_what_was_read_and_hands_ba
         monkeypatch.setenv(name, value)
     broker, observer = make_broker(), make_broker()
     crawl_id = uuid.uuid4().hex
-    reader = results.Reader(broker, crawl_id)
+    reader = record_queue.Reader(broker, crawl_id)
     try:
         for n in range(3):
-            results.publish(broker, crawl_id, {"n": n})
+            record_queue.publish(broker, crawl_id, {"n": n})
         with closing(reader.read(timeout=5)) as arriving:
             assert next(arriving) == {"n": 0}
-        waiting_now = observer.channel.queue_declare(results.name(crawl_id), passive=True)  # type: ignore[attr-defined]
+        waiting_now = observer.channel.queue_declare(record_queue.name(crawl_id), passive=True)  # type: ignore[attr-defined]
         with closing(reader.read(timeout=0.5)) as arriving:
             rest = list(arriving)
     finally:

@@ -7,10 +7,8 @@ received by ``--wait``, its exit code and the words the user sees.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +18,17 @@ import pytest
 import redis
 
 from tests import faults
-from tests.conftest import FAST_FAILURES, MemcachedProcess, clean_memcached
-from tests.own_services import RedisProcess
 from tests.site_server import SiteServer, generate_site, html, page_path
+from tests.support import (
+    FAST_FAILURES,
+    MemcachedProcess,
+    RedisProcess,
+    clean_memcached,
+    crawl_id_of,
+    read_records,
+    wait_for_crawl,
+)
 from tests.workers import (
-    PROJECT_ROOT,
     WorkerProcesses,
     dead_letters,
     environment,
@@ -36,18 +40,6 @@ from tests.workers import (
 WAIT_TIMEOUT = 90
 
 
-def wait_for_crawl(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    """``python -m crawler.example ARGS --wait``, running while the test goes on."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "crawler.example", *args, "--wait"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def finish(waiting: subprocess.Popen[str]) -> tuple[str, str]:
     try:
         return waiting.communicate(timeout=WAIT_TIMEOUT)
@@ -55,14 +47,6 @@ def finish(waiting: subprocess.Popen[str]) -> tuple[str, str]:
         waiting.kill()
         stdout, stderr = waiting.communicate()
         raise AssertionError(f"--wait did not end; it said:\n{stdout}\n{stderr[-3000:]}") from None
-
-
-def read_records(path: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def crawl_id_of(stdout: str) -> str:
-    return stdout.split()[1]
 
 
 def rabbitmqctl(*args: str) -> None:

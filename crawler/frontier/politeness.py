@@ -11,7 +11,6 @@ import logging
 import math
 import random
 import time
-from contextlib import closing
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,7 +21,7 @@ from protego import Protego
 from crawler import metrics
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
-from crawler.fetching import fetch, read_body
+from crawler.fetching.bounded_fetch import fetch, read_body
 from crawler.options import CrawlOptions
 
 logger = logging.getLogger("example")
@@ -53,6 +52,7 @@ def check(
     options: CrawlOptions,
     *,
     limits: Limits,
+    via_public: bool,
 ) -> str:
     """Whether ``url`` may be fetched now: robots.txt first, then the host's rate.
 
@@ -63,10 +63,13 @@ def check(
       url(str): The URL about to be fetched.
       options(CrawlOptions): The crawl's options: robots.txt, rate, User-Agent.
       limits(Limits): The deadline and caps of every fetch, robots.txt's included.
+      via_public(bool): The page that linked to ``url`` was public (for the network guard).
     """
     crawl_delay = None
     if options.obey_robots:
-        robots = robots_for(client, session, url, options.user_agent, limits=limits)
+        robots = robots_for(
+            client, session, url, options.user_agent, limits=limits, via_public=via_public
+        )
         if not robots.can_fetch(url, options.user_agent):
             return DISALLOWED
         crawl_delay = robots.crawl_delay(options.user_agent)
@@ -126,7 +129,13 @@ def robots_wait(limits: Limits) -> float:
 
 
 def robots_for(
-    client: Any, session: requests.Session, url: str, user_agent: str, *, limits: Limits
+    client: Any,
+    session: requests.Session,
+    url: str,
+    user_agent: str,
+    *,
+    limits: Limits,
+    via_public: bool = False,
 ) -> Protego:
     """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the store.
 
@@ -136,24 +145,25 @@ def robots_for(
       url(str): A URL of the host.
       user_agent(str): The User-Agent header to send.
       limits(Limits): The deadline and caps of the fetch, the same as a page's.
+      via_public(bool): The page that linked to ``url`` was public (for the network guard).
     """
     key = robots_key(url)
     wait = robots_wait(limits)
     body = client.get(key)
     if body is None and client.add(key + ":lock", 1, time=math.ceil(wait)):
-        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent, limits)
+        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent, limits, via_public)
         client.set(key, body, time=ROBOTS_TTL)
     deadline = time.monotonic() + wait
     while body is None and time.monotonic() < deadline:
         time.sleep(0.05)  # another worker is fetching it; there is no event to wait on
         body = client.get(key)
     if body is None:  # the other worker died meanwhile: fetch it here, uncached
-        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent, limits)
+        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent, limits, via_public)
     return Protego.parse(body.decode("utf-8", "replace"))
 
 
 def _fetch_robots(
-    session: requests.Session, robots_url: str, user_agent: str, limits: Limits
+    session: requests.Session, robots_url: str, user_agent: str, limits: Limits, via_public: bool
 ) -> bytes:
     """At most ``ROBOTS_MAX_BYTES`` of a robots.txt, fetched within a page's deadline and
     caps so a slow one cannot hold the message past the actor's time limit.
@@ -162,8 +172,8 @@ def _fetch_robots(
     so does one that cannot be read, with a warning.
     """
     try:
-        with closing(fetch(session, robots_url, limits, user_agent)) as response:
-            return read_body(response, limits, truncate_at=ROBOTS_MAX_BYTES)
+        with fetch(session, robots_url, limits, user_agent, via_public=via_public) as fetched:
+            return read_body(fetched, limits, truncate_at=ROBOTS_MAX_BYTES)
     except (PermanentError, TransientError) as e:
         if isinstance(e, PermanentError) and e.status is not None:  # fetch's 4xx answers
             logger.info("No robots.txt at %s (%s); allowing every page.", robots_url, e)

@@ -17,7 +17,7 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import q_name, xq_name
 
-from crawler import counters
+from crawler.frontier import counters
 
 #: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
 #: the bare ``crawl(url)`` messages of upstream, which belong to none.

@@ -22,8 +22,8 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from crawler import counters
 from crawler.errors import PermanentError
+from crawler.frontier import counters
 
 #: How long a claim lasts, in seconds; as upstream, a URL may be crawled again after it.
 CLAIM_TTL = 3600

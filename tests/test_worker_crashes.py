@@ -7,8 +7,8 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from tests.conftest import FAST_FAILURES
 from tests.site_server import SiteServer, generate_site, html, page_path, send
+from tests.support import FAST_FAILURES
 from tests.workers import WorkerProcesses, dead_letters, environment, queued_messages, seed
 
 PAGES = 150

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from crawler.links import clean_anchor, clean_href
+from crawler.links.cleaning import clean_anchor, clean_href
 
 
 @pytest.mark.parametrize(

@@ -9,17 +9,8 @@ import time
 from collections import Counter
 from typing import TextIO
 
-from crawler.records import (
-    CRAWLED,
-    DEFERRED,
-    DISALLOWED,
-    DUPLICATE,
-    FAILED,
-    NOT_HTML,
-    OVER_BUDGET,
-    RETRYING,
-    Record,
-)
+from crawler.following.records import Record
+from crawler.outcomes import CRAWLED, FAILED, NOT_FINAL, RETRYING, fetched, summary
 
 #: Seconds between plain progress lines when the output is not a terminal.
 LINE_INTERVAL = 5.0
@@ -54,14 +45,13 @@ class Progress:
 
     @property
     def done(self) -> int:
-        return sum(n for outcome, n in self.counts.items() if outcome not in (RETRYING, DEFERRED))
+        return sum(n for outcome, n in self.counts.items() if outcome not in NOT_FINAL)
 
     def line(self) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
-        fetched = self.counts[CRAWLED] + self.counts[NOT_HTML]
         line = (
             f"{self.done} done / {self.discovered} discovered, "
-            f"{fetched / elapsed:.1f} pages/s, "
+            f"{fetched(self.counts) / elapsed:.1f} pages/s, "
             f"{self.counts[RETRYING] + self.counts[FAILED]} errors"
         )
         for service in sorted(self.waiting_for):
@@ -94,19 +84,9 @@ class Progress:
         with self._lock:
             self.clear()
             elapsed = time.monotonic() - self.started
-            fetched = self.counts[CRAWLED] + self.counts[NOT_HTML]
-            parts = [
-                f"{fetched} pages fetched ({fetched / max(elapsed, 1e-9):.1f} pages/s)",
-                f"{self.counts[NOT_HTML]} skipped as not HTML",
-                f"{self.counts[DUPLICATE]} skipped as duplicates",
-            ]
-            if self.counts[DISALLOWED]:
-                parts.append(f"{self.counts[DISALLOWED]} disallowed by robots.txt")
-            if self.counts[OVER_BUDGET]:
-                parts.append(f"{self.counts[OVER_BUDGET]} over the page budget")
-            parts.append(f"{self.counts[FAILED]} failed.")
+            rate = fetched(self.counts) / max(elapsed, 1e-9)
             verb = "Interrupted" if interrupted else "Finished"
-            lines = [f"{verb} after {elapsed:.1f}s: " + ", ".join(parts)]
+            lines = [f"{verb} after {elapsed:.1f}s: {summary(self.counts, rate=rate)}."]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
             return "\n".join(lines)
 

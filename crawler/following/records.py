@@ -1,8 +1,14 @@
-"""One record per crawled URL, gathered by a Dramatiq middleware from the actor's results."""
+"""One record per crawled URL: returned by the ``crawl`` actor, gathered by a Dramatiq middleware.
+
+The actor returns its record; Dramatiq hands that return value to every
+middleware's ``after_process_message`` as ``result``, where :class:`Recorder`
+picks it up.  Nothing is stored in a results backend.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -13,34 +19,9 @@ import dramatiq
 import requests
 from dramatiq.middleware import Middleware
 
-#: What a record says happened to its URL.
-CRAWLED = "crawled"
-NOT_HTML = "not-html"
-FAILED = "failed"
-#: Skipped without a fetch: claimed by another message, over ``--max-pages``, or
-#: disallowed by robots.txt.
-DUPLICATE, OVER_BUDGET, DISALLOWED = "duplicate", "over-budget", "disallowed"
-#: An attempt that did not end its URL: failed but will be retried, or rate-limited.
-RETRYING, DEFERRED = "retrying", "deferred"
-#: Outcomes that go into an output file: the URLs a crawl fetched or gave up.
-WRITTEN = (CRAWLED, NOT_HTML, FAILED)
+from crawler.outcomes import CRAWLED, FAILED, NOT_HTML, RETRYING
 
 Record = dict[str, Any]
-
-
-_noted = threading.local()
-
-
-def note(record: Record) -> None:
-    """Leave ``record`` for the :class:`Recorder`: it picks it up in this same thread
-    once the actor returns (an actor's return value is for Dramatiq's Results)."""
-    _noted.record = record
-
-
-def _take_noted() -> Record | None:
-    record: Record | None = getattr(_noted, "record", None)
-    _noted.record = None
-    return record
 
 
 def page_record(
@@ -73,8 +54,9 @@ def skipped_record(url: str, outcome: str) -> Record:
 
 
 class Recorder(Middleware):
-    """Hands a record of every processed ``crawl`` message (with the message), and
-    word of every new URL enqueued, to callbacks.  Add it *before* Dramatiq's
+    """Hands a record of every processed ``crawl`` message (with the message): the
+    record the actor returned, or one made of the exception it raised; and word of
+    every new URL enqueued, to callbacks.  Add it *before* Dramatiq's
     ``Retries``: after-hooks run in reverse order, so it then sees which failures
     ``Retries`` made final.
 
@@ -97,7 +79,6 @@ class Recorder(Middleware):
             self.on_discover()
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
-        _take_noted()
         self._started[message.message_id] = time.monotonic()
 
     def after_process_message(
@@ -109,9 +90,9 @@ class Recorder(Middleware):
         exception: BaseException | None = None,
     ) -> None:
         started = self._started.pop(message.message_id, time.monotonic())
-        noted = _take_noted()
         if exception is None:
-            record = noted if noted is not None else {"url": message.args[0], "outcome": CRAWLED}
+            record = dict(result) if isinstance(result, dict) else {"url": message.args[0]}
+            record.setdefault("outcome", CRAWLED)
             record.setdefault("depth", message.kwargs.get("depth", 0))
         else:
             record = {
@@ -124,6 +105,17 @@ class Recorder(Middleware):
         record["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
         record["message_id"] = message.message_id
         self.on_record(record, message)
+
+
+class _ReturnedRecords(logging.Filter):
+    """Drops the worker's warning that an actor returned a value with no Results
+    middleware to store it: the ``crawl`` actor returns its record for the Recorder."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Actor 'crawl' returned a value that is not None")
+
+
+logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_ReturnedRecords())
 
 
 class RecordFile:

@@ -11,7 +11,7 @@ import re
 from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
-from crawler.links import CACHE_SIZE
+from crawler.links.cleaning import CACHE_SIZE
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 #: The longest host name and host name label DNS can carry (RFC 1035 2.3.4), in

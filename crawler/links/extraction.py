@@ -6,7 +6,7 @@ from contextlib import suppress
 from html.parser import HTMLParser
 from urllib.parse import urljoin
 
-from crawler.links import clean_href
+from crawler.links.cleaning import clean_href
 
 
 class _AnchorParser(HTMLParser):

@@ -14,22 +14,11 @@ from typing import Any
 
 import pylibmc
 
-from crawler.records import (
-    CRAWLED,
-    DEFERRED,
-    DISALLOWED,
-    DUPLICATE,
-    FAILED,
-    NOT_HTML,
-    OVER_BUDGET,
-    RETRYING,
-)
+from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, RETRYING
 
 #: How long a crawl's counters are kept after their last change, in seconds.
 COUNTER_TTL = 7 * 24 * 3600
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
-#: The outcomes that end a message, each counted once per message.
-ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE, OVER_BUDGET, DISALLOWED, FAILED)
 #: The counters kept in Memcached.
 STORED = (DISCOVERED, *ENDINGS, RETRYING, DEFERRED)
 #: Every figure of a crawl.
@@ -63,7 +52,7 @@ def discovered(client: Any, crawl_id: str, new_urls: int) -> None:
 
 def ended(client: Any, crawl_id: str, message_id: str, outcome: str) -> None:
     """Count a message's outcome; a final one only once per message, even if redelivered."""
-    final = outcome not in (RETRYING, DEFERRED)
+    final = outcome not in NOT_FINAL
     if not final or client.add(f"ended:{message_id}", 1, time=COUNTER_TTL):
         _add(client, _key(crawl_id, outcome), 1)
 

@@ -1,7 +1,7 @@
 """``--local``: the same ``crawl`` actor in one process, with no services at all.
 
 Only the broker (Dramatiq's ``StubBroker`` with an in-process ``Worker``) and the
-dedup store (:class:`~crawler.memory_store.MemoryPool`) differ from a distributed
+dedup store (:class:`~crawler.frontier.memory_store.MemoryPool`) differ from a distributed
 crawl; fetching, extraction, claims and failures are the very same code.
 """
 
@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import logging
 import signal
-from types import ModuleType
 from typing import Any
 
 import dramatiq
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.errors import QueueJoinTimeout
-from dramatiq.middleware import CurrentMessage, Retries
 from dramatiq.rate_limits.backends import StubBackend
 
-from crawler.bookkeeping import settle
-from crawler.memory_store import MemoryPool
-from crawler.progress import Progress, ProgressLogHandler
-from crawler.records import WRITTEN, Record, Recorder, RecordFile
+from crawler.following.bookkeeping import keep_books
+from crawler.following.progress import Progress, ProgressLogHandler
+from crawler.following.records import Record, RecordFile
+from crawler.frontier.memory_store import MemoryPool
+from crawler.outcomes import WRITTEN
 
 #: Milliseconds between progress redraws while waiting for the crawl to end.
 REFRESH_MS = 200
@@ -30,7 +29,8 @@ STOP_TIMEOUT_MS = 3000
 
 
 def run(
-    example: ModuleType,
+    actor: dramatiq.Actor[Any, Any],
+    pool: Any,
     urls: list[str],
     kwargs: dict[str, Any],
     *,
@@ -38,33 +38,31 @@ def run(
     output: RecordFile | None,
     verbose: bool,
 ) -> int:
-    """Crawl from ``urls`` until nothing is left; 0 when no URL failed for good."""
+    """Crawl from ``urls`` with ``actor`` until nothing is left; 0 when no URL failed
+    for good.  ``pool`` is the in-memory store the actor uses."""
     progress = Progress()
     _log_through(progress, logging.INFO if verbose else logging.WARNING)
-
-    settle_crawl = settle(lambda: example.memcache_pool, publish=None)
 
     def keep(record: Record, message: Any) -> None:
         progress.record(record)
         if output is not None and record.get("outcome") in WRITTEN:
             output.write(record)
-        settle_crawl(record, message)
 
     broker = StubBroker()
-    broker.add_middleware(CurrentMessage())
-    broker.add_middleware(Recorder(on_record=keep, on_discover=progress.discover), before=Retries)
-    _use(example, broker)
+    keep_books(broker, pool, also=keep, on_discover=progress.discover)
+    broker.declare_actor(actor)
+    actor.broker = broker
+    dramatiq.set_broker(broker)
     broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
     worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
     worker.start()
-    queue_name = example.crawl.queue_name
     interrupted = False
     try:
         for url in urls:
-            example.crawl.send_with_options(args=(url,), kwargs=kwargs)
+            actor.send_with_options(args=(url,), kwargs=kwargs)
         while True:
             try:
-                broker.join(queue_name, timeout=REFRESH_MS, fail_fast=False)
+                broker.join(actor.queue_name, timeout=REFRESH_MS, fail_fast=False)
                 break
             except QueueJoinTimeout:
                 progress.show()
@@ -81,13 +79,9 @@ def run(
     return 1 if progress.failures else 0
 
 
-def _use(example: ModuleType, broker: StubBroker) -> None:
-    """Point the example's actor at ``broker``, its dedup and rate limits at process memory."""
-    example.memcache_pool = MemoryPool()  # type: ignore[attr-defined]
-    example.rate_limits_backend = StubBackend()  # type: ignore[attr-defined,no-untyped-call]
-    broker.declare_actor(example.crawl)
-    example.crawl.broker = broker
-    dramatiq.set_broker(broker)
+def memory_stores() -> tuple[MemoryPool, StubBackend]:
+    """The dedup store and rate-limiter backend of ``--local``: this process's memory."""
+    return MemoryPool(), StubBackend()  # type: ignore[no-untyped-call]
 
 
 def _log_through(progress: Progress, level: int) -> None:

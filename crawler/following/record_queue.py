@@ -21,8 +21,8 @@ import pika
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from crawler.records import Record
-from crawler.sending import publish_to_queue
+from crawler.brokers.send_back import publish_to_queue
+from crawler.following.records import Record
 
 #: How long the records of a crawl are kept once no seeder reads them (killed, or
 #: cut off by an outage longer than this).

@@ -10,7 +10,7 @@ import logging
 from typing import Any, NamedTuple
 
 from crawler import metrics
-from crawler.canonical import canonical_url
+from crawler.links.canonical import canonical_url
 from crawler.options import CrawlOptions
 
 logger = logging.getLogger("example")

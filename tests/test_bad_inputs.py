@@ -21,12 +21,14 @@ import prometheus_client
 import pytest
 import requests
 
-from crawler import fetching, network_guard, options, politeness, scope
-from crawler.canonical import canonical_url
+from crawler import options
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
-from crawler.html_links import html_links
-from crawler.memory_store import MemoryClient
+from crawler.fetching import bounded_fetch, new_session
+from crawler.frontier import politeness, scope
+from crawler.frontier.memory_store import MemoryClient
+from crawler.links.canonical import canonical_url
+from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions
 from tests import faults
 from tests.site_server import Page, SiteServer, html
@@ -54,13 +56,10 @@ def crawl_locally(
 
 @pytest.fixture
 def session() -> Iterator[requests.Session]:
-    """A worker thread's session, its network guard reset as each crawl message resets it
-    (and again after the test: a public host it reached must not refuse later tests)."""
-    network_guard.start_fetch(via_public=False)
-    session = network_guard.guarded_session()
+    """A worker thread's session."""
+    session = new_session()
     yield session
     session.close()
-    network_guard.start_fetch(via_public=False)
 
 
 # Issue 12, item 3: one malformed href must not lose its page.
@@ -305,7 +304,9 @@ def test_allow_domain_is_spelled_as_canonical_hosts_are() -> None:
 
 def test_a_host_that_does_not_resolve_is_a_permanent_error(session: requests.Session) -> None:
     with pytest.raises(PermanentError) as failure:
-        fetching.fetch(session, "http://nonexistent.invalid/", Limits(), "test-agent")
+        bounded_fetch.fetch(
+            session, "http://nonexistent.invalid/", Limits(), "test-agent", via_public=False
+        )
 
     assert str(failure.value).startswith("the host name 'nonexistent.invalid' does not resolve")
 
@@ -319,7 +320,9 @@ def test_a_temporary_dns_failure_stays_transient(
     monkeypatch.setattr(socket, "getaddrinfo", resolver_down)
 
     with pytest.raises(TransientError, match="Temporary failure in name resolution"):
-        fetching.fetch(session, "http://dns-down.invalid/", Limits(), "test-agent")
+        bounded_fetch.fetch(
+            session, "http://dns-down.invalid/", Limits(), "test-agent", via_public=False
+        )
 
 
 def test_a_url_that_cannot_be_requested_is_a_permanent_error_of_one_line(
@@ -329,11 +332,17 @@ def test_a_url_that_cannot_be_requested_is_a_permanent_error_of_one_line(
     site.behaviors["/to-malformed"] = faults.redirect("http://[::1")
 
     with pytest.raises(PermanentError) as long_label:
-        fetching.fetch(session, f"http://{'a' * 300}.com/", Limits(), "test-agent")
+        bounded_fetch.fetch(
+            session, f"http://{'a' * 300}.com/", Limits(), "test-agent", via_public=False
+        )
     with pytest.raises(PermanentError) as redirected:
-        fetching.fetch(session, site.url("/to-long-label"), Limits(), "test-agent")
+        bounded_fetch.fetch(
+            session, site.url("/to-long-label"), Limits(), "test-agent", via_public=False
+        )
     with pytest.raises(PermanentError) as malformed:
-        fetching.fetch(session, site.url("/to-malformed"), Limits(), "test-agent")
+        bounded_fetch.fetch(
+            session, site.url("/to-malformed"), Limits(), "test-agent", via_public=False
+        )
 
     assert str(long_label.value).startswith(f"cannot request 'http://{'a' * 90}")
     assert "UnicodeError" in str(long_label.value) and "too long" in str(long_label.value)
@@ -448,13 +457,17 @@ def test_read_body_can_truncate_instead_of_failing(
     site.pages["/big"] = Page(b"x" * 300_000, content_type="text/plain")
     limits = Limits(max_body_bytes=100_000)
 
-    with fetching.fetch(session, site.url("/big"), Limits(), "test-agent") as response:
-        assert fetching.read_body(response, limits, truncate_at=1000) == b"x" * 1000
+    with bounded_fetch.fetch(
+        session, site.url("/big"), Limits(), "test-agent", via_public=False
+    ) as response:
+        assert bounded_fetch.read_body(response, limits, truncate_at=1000) == b"x" * 1000
     with (
-        fetching.fetch(session, site.url("/big"), Limits(), "test-agent") as response,
+        bounded_fetch.fetch(
+            session, site.url("/big"), Limits(), "test-agent", via_public=False
+        ) as response,
         pytest.raises(PermanentError, match="over 100000 bytes"),
     ):
-        fetching.read_body(response, limits)
+        bounded_fetch.read_body(response, limits)
 
 
 def test_waiting_for_another_workers_robots_txt_ends_soon_after_the_fetch_deadline(

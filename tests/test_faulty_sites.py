@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests import faults
-from tests.conftest import FAST_FAILURES, clean_broker, clean_memcached
 from tests.site_server import Page, SiteServer, html
+from tests.support import FAST_FAILURES, clean_broker, clean_memcached
 from tests.workers import WorkerProcesses, dead_letters, environment, queued_messages, seed
 
 MAX_LINKS = 20

@@ -1,4 +1,4 @@
-"""Canonical URLs, HTML link extraction, options in messages and the network guard."""
+"""Canonical URLs, HTML link extraction, scope, and options in messages."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ import pytest
 from dramatiq import Message
 from dramatiq.brokers.stub import StubBroker
 
-from crawler import example, network_guard
-from crawler.canonical import _canonicalise, canonical_url
-from crawler.errors import PermanentError
-from crawler.html_links import html_links
+from crawler import example
+from crawler.frontier.scope import links_to_follow
+from crawler.links.canonical import _canonicalise, canonical_url
+from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions
-from crawler.scope import links_to_follow
-from tests import faults
 from tests.site_server import SiteServer, html
 
 
@@ -108,29 +106,3 @@ def test_crawl_with_the_url_alone_is_upstreams_crawl(
     queue = stub_broker.queues["default"]
     sent = [Message.decode(queue.get_nowait()) for _ in range(queue.qsize())]
     assert [(m.args, m.kwargs) for m in sent] == [(("http://127.0.0.1:1/a.html",), {"depth": 1})]
-
-
-def test_a_link_from_a_public_page_to_a_private_address_is_refused(
-    site: SiteServer, stub_broker: StubBroker
-) -> None:
-    site.pages["/"] = html()
-
-    with pytest.raises(PermanentError, match="refusing to follow a link from a public address"):
-        example.crawl(site.url("/"), via_public=True)
-
-    assert site.fetch_counts() == {}
-
-
-def test_a_redirect_from_a_public_host_to_a_private_address_is_refused(
-    site: SiteServer, stub_broker: StubBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # No public host can be reached here: "localhost" plays one, 127.0.0.1 stays private.
-    monkeypatch.setattr(network_guard, "is_public", lambda host: host == "localhost")
-    site.behaviors["/jump"] = faults.redirect(site.url("/inside"))
-    site.pages["/inside"] = html()
-
-    with pytest.raises(PermanentError, match=r"to 127\.0\.0\.1, which is not public"):
-        example.crawl(site.url("/jump").replace("127.0.0.1", "localhost"))
-    network_guard.start_fetch(via_public=False)  # later tests in this thread start afresh
-
-    assert site.fetch_counts() == {"/jump": 1}

@@ -1,0 +1,42 @@
+"""The crawl's broker: RabbitMQ, or Redis with ``REDIS=1``, each delivering every message
+a worker sends or handing back the message that sent it (:mod:`.send_back`)."""
+
+from __future__ import annotations
+
+import dramatiq
+from dramatiq.middleware import CurrentMessage
+from dramatiq.middleware.prometheus import Prometheus
+
+from crawler.brokers.send_back import BROKER_ERRORS, SendBack
+from crawler.environment import number, rabbitmq_url, redis_url, uses_redis
+
+__all__ = ["BROKER_ERRORS", "SendBack", "make_broker"]
+
+
+def make_broker(send_back: SendBack | None = None) -> dramatiq.Broker:
+    """A ``RedisBroker`` when ``REDIS=1``, otherwise a ``RabbitmqBroker``; either hands
+    back the messages ``send_back`` marks instead of acknowledging them.
+
+    Neither connects until the first message is sent or consumed.  The Redis
+    broker checks for dead workers often enough that the messages a killed
+    worker held come back within about a minute (Dramatiq's default is rare).
+    """
+    send_back = send_back or SendBack()
+    broker: dramatiq.Broker
+    if uses_redis():
+        from crawler.brokers.redis import PromptRedisBroker
+
+        broker = PromptRedisBroker(
+            send_back=send_back,
+            poll_ms=max(1, round(number("CRAWLER_REDIS_POLL_MS", 100))),  # 0 would spin
+            url=redis_url(),
+            heartbeat_timeout=int(number("CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS", 30_000)),
+            maintenance_chance=int(number("CRAWLER_REDIS_MAINTENANCE_CHANCE", 20_000)),
+        )
+    else:
+        from crawler.brokers.rabbitmq import ReturningRabbitmqBroker
+
+        broker = ReturningRabbitmqBroker(send_back=send_back, url=rabbitmq_url())
+    broker.add_middleware(CurrentMessage())
+    broker.add_middleware(Prometheus())  # serves /metrics on port 9191 from `dramatiq` workers
+    return broker

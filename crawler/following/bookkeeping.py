@@ -1,0 +1,107 @@
+"""After each ``crawl`` message: its record out, the crawl's counters, the URL marked done.
+
+In that order, so that a worker dying in between never loses a record: until the
+URL is marked done its message is redone when redelivered.  A record the broker
+refuses sends the message back to the queue, its counters and mark untouched, so
+that it is redone and its record sent again.  When Memcached fails right then,
+the counters miss that message (``--wait`` does not need them; ``--status`` is
+off by one) and the URL stays claimed rather than done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import dramatiq
+import pylibmc
+from dramatiq.middleware import CurrentMessage, Retries
+
+from crawler import metrics
+from crawler.brokers.send_back import BROKER_ERRORS
+from crawler.following.records import Record, Recorder
+from crawler.frontier import claims, counters
+from crawler.options import CrawlOptions
+from crawler.outcomes import NOT_FINAL, OWN_ENDINGS
+
+Publish = Callable[[str, Record], None]
+#: Called with each record and its message, before the bookkeeping.
+OnRecord = Callable[[Record, Any], None]
+#: Called with the message, what could not be sent, and the broker's error.
+Unsent = Callable[[Any, str, BaseException], None]
+logger = logging.getLogger("example")
+
+
+def keep_books(
+    broker: dramatiq.Broker,
+    pool: Any,
+    *,
+    publish: Publish | None = None,
+    on_unsent: Unsent | None = None,
+    also: OnRecord | None = None,
+    on_discover: Callable[[], None] = lambda: None,
+) -> None:
+    """Add what following a crawl needs to ``broker``'s middleware: Dramatiq's
+    ``CurrentMessage`` (claims need it), and a :class:`Recorder` whose records go to
+    ``also``, then to :func:`settle`.  The one place the stack is put together, for
+    workers, ``--local`` and tests alike.
+
+    Parameters:
+      broker(dramatiq.Broker): The broker the ``crawl`` actor is declared on.
+      pool(Any): The dedup store's pool (Memcached, or memory in ``--local``).
+      publish(Callable): Sends a record to the crawl's waiting seeder, or None.
+      on_unsent(Callable): Told of a record the broker refused.
+      also(Callable): Sees each record first (``--local``'s progress and output).
+      on_discover(Callable): Called once for each URL enqueued (retries aside).
+    """
+    if not any(isinstance(m, CurrentMessage) for m in broker.middleware):
+        broker.add_middleware(CurrentMessage())
+    settle_record = settle(pool, publish, on_unsent)
+
+    def on_record(record: Record, message: Any) -> None:
+        if also is not None:
+            also(record, message)
+        settle_record(record, message)
+
+    # Before Retries: its after-hook then runs after Retries', to see final failures.
+    broker.add_middleware(Recorder(on_record, on_discover), before=Retries)
+
+
+def settle(
+    pool: Any, publish: Publish | None, on_unsent: Unsent | None = None
+) -> Callable[[Record, Any], None]:
+    """The :class:`~crawler.following.records.Recorder` callback for a crawl's bookkeeping.
+
+    Parameters:
+      pool(Any): The dedup store's pool (Memcached, or memory in --local).
+      publish(Callable): Sends a record to the crawl's waiting seeder, or None.
+      on_unsent(Callable): Told of a record the broker refused (with ``publish``).
+    """
+
+    def on_record(record: Record, message: Any) -> None:
+        options = CrawlOptions.from_message(message.kwargs.get("options"))
+        outcome = record["outcome"]
+        metrics.page_ended(outcome, links=len(record.get("links") or ()))
+        if publish and options.collect_records and outcome not in NOT_FINAL:
+            assert options.crawl_id is not None
+            try:
+                publish(options.crawl_id, record)
+            except BROKER_ERRORS as e:
+                if on_unsent is None:
+                    raise
+                on_unsent(message, "the record", e)
+                return
+        try:
+            with pool.reserve() as client:
+                if options.crawl_id is not None:
+                    counters.ended(client, options.crawl_id, message.message_id, outcome)
+                if outcome in OWN_ENDINGS:
+                    claims.finish(client, claims.url_hash(record["url"]))
+        except pylibmc.Error as e:
+            # The message is over either way; only its bookkeeping is lost.
+            logger.warning(
+                "Could not record that %r ended (%s) in Memcached: %s", record["url"], outcome, e
+            )
+
+    return on_record

@@ -1,0 +1,58 @@
+"""What can become of one ``crawl`` message, and the sentence that sums up a crawl's outcomes.
+
+Records, counters, the progress line, ``--status`` and metrics all speak this
+vocabulary; this module is its one home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+#: Fetched: an HTML page (its links followed), or a body of another type.
+CRAWLED, NOT_HTML = "crawled", "not-html"
+#: Given up for good: its message is dead-lettered.
+FAILED = "failed"
+#: Skipped without a fetch: claimed by another message, over ``--max-pages``, or
+#: disallowed by robots.txt.
+DUPLICATE, OVER_BUDGET, DISALLOWED = "duplicate", "over-budget", "disallowed"
+#: An attempt that did not end its URL: failed but will be retried, or rate-limited.
+RETRYING, DEFERRED = "retrying", "deferred"
+
+#: The outcomes that end a message, each counted once per message.
+ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE, OVER_BUDGET, DISALLOWED, FAILED)
+#: Outcomes of an attempt that leave its message to come again.
+NOT_FINAL = (RETRYING, DEFERRED)
+#: Outcomes that go into an output file: the URLs a crawl fetched or gave up.
+WRITTEN = (CRAWLED, NOT_HTML, FAILED)
+#: Outcomes after which the URL's claim is finished: its own message ended it.
+OWN_ENDINGS = (CRAWLED, NOT_HTML, OVER_BUDGET, DISALLOWED)
+
+
+def fetched(counts: Mapping[str, int]) -> int:
+    return counts.get(CRAWLED, 0) + counts.get(NOT_HTML, 0)
+
+
+def summary(
+    counts: Mapping[str, int], *, rate: float | None = None, every_part: bool = False
+) -> str:
+    """``120 pages fetched (94.4 pages/s), 0 skipped as not HTML, ..., 0 failed``.
+
+    Parameters:
+      counts(Mapping): Messages ended, by outcome.
+      rate(float): Pages fetched per second, shown when given.
+      every_part(bool): Name robots.txt and budget skips even when there were none.
+    """
+    pages = f"{fetched(counts)} pages fetched"
+    if rate is not None:
+        pages += f" ({rate:.1f} pages/s)"
+    parts = [
+        pages,
+        f"{counts.get(NOT_HTML, 0)} skipped as not HTML",
+        f"{counts.get(DUPLICATE, 0)} skipped as duplicates",
+    ]
+    if every_part or counts.get(DISALLOWED, 0):
+        parts.append(f"{counts.get(DISALLOWED, 0)} disallowed by robots.txt")
+    if every_part or counts.get(OVER_BUDGET, 0):
+        parts.append(f"{counts.get(OVER_BUDGET, 0)} over the page budget")
+    parts.append(f"{counts.get(FAILED, 0)} failed")
+    return ", ".join(parts)

@@ -1,0 +1,213 @@
+"""What several test modules share: the services they use and restart, and readers of
+what a crawl leaves behind (records, metrics, the seeder's words).
+
+The tests purge the ``default`` queue on ``RABBITMQ_URL``, flush the Redis database
+at ``CRAWLER_TEST_REDIS_URL`` (db 15 unless set) and flush Memcached at
+``MEMCACHED_SERVERS``: point them at services that hold nothing you need.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pylibmc
+import redis
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+
+from crawler.environment import memcached_servers, rabbitmq_url
+from tests.workers import PROJECT_ROOT
+
+TEST_REDIS_URL = os.getenv("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+#: Worker settings that keep fault tests short; the defaults users get are untouched.
+FAST_FAILURES = {
+    "CRAWLER_MIN_BACKOFF_MS": "100",
+    "CRAWLER_MAX_BACKOFF_MS": "2000",
+    "CRAWLER_FETCH_DEADLINE": "1.5",
+    "CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS": "5000",
+    "CRAWLER_REDIS_MAINTENANCE_CHANCE": "1000000",
+}
+
+
+@contextmanager
+def clean_memcached() -> Iterator[pylibmc.Client]:
+    client = pylibmc.Client(memcached_servers(), binary=True)
+    client.flush_all()
+    yield client
+    client.flush_all()
+    client.disconnect_all()
+
+
+@contextmanager
+def clean_broker(name: str) -> Iterator[dict[str, str]]:
+    """The environment selecting broker ``name``, its crawler queues emptied around use."""
+    if name == "redis":
+        client = redis.Redis.from_url(TEST_REDIS_URL)
+        client.flushdb()
+        yield {"REDIS": "1", "REDIS_URL": TEST_REDIS_URL}
+        client.flushdb()
+        client.close()
+    else:
+        purge_rabbitmq()
+        yield {"RABBITMQ_URL": rabbitmq_url()}
+        purge_rabbitmq()
+
+
+def purge_rabbitmq() -> None:
+    broker = RabbitmqBroker(url=rabbitmq_url())
+    broker.declare_queue("default", ensure=True)
+    broker.flush_all()
+    broker.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class MemcachedProcess:
+    """A Memcached of the test's own on a free port, to stop, pause and restart."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        as_root = ["-u", "root"] if os.geteuid() == 0 else []
+        self.process = subprocess.Popen(
+            ["memcached", *as_root, "-l", "127.0.0.1", "-p", str(self.port)]
+        )
+        wait_for_port(self.port)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+
+def wait_for_port(port: int, *, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing answered on port {port}"
+            time.sleep(0.05)
+
+
+class RedisProcess:
+    """A Redis of the test's own that keeps everything in an append-only file, as a
+    production broker would, so a restart brings back what it held.
+
+    Parameters:
+      directory(Path): Where its append-only file lives.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port)
+        client = redis.Redis.from_url(self.url)
+        try:
+            deadline = time.monotonic() + 10
+            while True:  # a restarted Redis answers LOADING until its file is read
+                try:
+                    client.ping()
+                    return
+                except redis.BusyLoadingError:
+                    assert time.monotonic() < deadline, "redis did not finish loading"
+                    time.sleep(0.05)
+        finally:
+            client.close()
+
+    def shut_down(self) -> None:
+        """Stop as an operator would (``SHUTDOWN``: the append-only file is kept)."""
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+def wait_for_crawl(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    """``python -m crawler.example ARGS --wait``, running while the test goes on."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "crawler.example", *args, "--wait"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of an ``--output`` file."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def crawl_id_of(stdout: str) -> str:
+    """The crawl id in the seeder's ``crawl ID seeded with N URL(s)`` line."""
+    match = re.search(r"^crawl ([0-9a-f]{32}) seeded", stdout, re.M)
+    assert match, stdout
+    return match.group(1)
+
+
+def metric(text: str, name: str) -> float:
+    """The sum of every sample of ``name`` (all its labels) in a /metrics page."""
+    return sum(
+        float(value)
+        for sample, value in re.findall(r"^(\S+) (\S+)$", text, re.M)
+        if sample == name or sample.startswith(name + "{")
+    )
