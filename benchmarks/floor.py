@@ -32,8 +32,9 @@ import pylibmc
 import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.run import (
-    PROCESSES,
+from benchmarks.measuring import (
+    DEFAULT_PROCESSES,
+    DEFAULT_THREADS,
     children,
     cpu_seconds,
     free_port,
@@ -119,11 +120,17 @@ def main() -> int:
     times = args.times
     fetch = fetch_cost(times)
     memcached = memcached_cost(times)
-    print(f"{CORES} cores; workers as in run.py: {PROCESSES} processes")
+    print(f"{CORES} cores; workers as in run.py: {DEFAULT_PROCESSES} processes")
     print(f"{'broker':9} {'part':28} {'client ms':>9} {'server ms':>9}")
     for broker in ("rabbitmq", "redis"):
         with tempfile.TemporaryDirectory() as directory:
-            noop = noop_ceiling(broker, args.noop_messages, Path(directory))
+            noop = noop_ceiling(
+                broker,
+                args.noop_messages,
+                Path(directory),
+                processes=DEFAULT_PROCESSES,
+                threads=DEFAULT_THREADS,
+            )
         ceiling = noop["messages_per_s"]
         parts = {
             "message consumed (no-op)": {

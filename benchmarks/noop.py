@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dramatiq
 
-from crawler.environment import make_broker
+from crawler.brokers import make_broker
 
 broker = make_broker()
 dramatiq.set_broker(broker)

@@ -33,9 +33,14 @@ from typing import Any
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from tests.conftest import FAST_FAILURES, MemcachedProcess, clean_broker, clean_memcached  # noqa: E402
-from tests.own_services import RedisProcess  # noqa: E402
 from tests.site_server import SiteServer, generate_site, page_path  # noqa: E402
+from tests.support import (  # noqa: E402
+    FAST_FAILURES,
+    MemcachedProcess,
+    RedisProcess,
+    clean_broker,
+    clean_memcached,
+)
 from tests.workers import (  # noqa: E402
     WorkerProcesses,
     dead_letters,

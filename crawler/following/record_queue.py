@@ -5,7 +5,7 @@ creates it before seeding and deletes it on any exit it lives through; one kille
 outright leaves it for :data:`READER_GONE_MS` at most, after which workers stop
 publishing into it (RabbitMQ deletes an unused queue; on Redis the seeder's
 presence key expires).  Both ends ride out broker restarts: a worker's record
-that cannot be published sends its message back (see :mod:`crawler.sending`),
+that cannot be published sends its message back (see :mod:`crawler.brokers.send_back`),
 and the seeder reconnects.
 """
 

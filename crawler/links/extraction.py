@@ -33,7 +33,7 @@ def html_links(body: bytes, page_url: str) -> list[str]:
     order, entities decoded, relative ones resolved against ``<base href>`` or the page.
 
     Resolving never fails the page: a malformed ``<base href>`` is ignored, as browsers
-    do, and a malformed link is kept for :func:`crawler.scope.links_to_follow` to drop
+    do, and a malformed link is kept for :func:`crawler.frontier.scope.links_to_follow` to drop
     with its reason, like any other link that cannot be parsed.
     """
     parser = _AnchorParser()

@@ -1,0 +1,75 @@
+"""What processes spend, read from ``/proc``, and what the workers count, read from their
+Prometheus endpoint."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+#: Clock ticks per second, the unit of the CPU times in ``/proc/<pid>/stat``.
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+#: Where Dramatiq's Prometheus middleware serves the workers' metrics.
+METRICS_URL = "http://127.0.0.1:9191/metrics"
+
+
+def cpu_seconds(pid: int) -> float:
+    """The user and system CPU seconds process ``pid`` has used, 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def service_pids() -> dict[str, list[int]]:
+    """The processes of the services on this machine, by name: RabbitMQ, Redis, Memcached."""
+
+    def pgrep(pattern: str) -> list[int]:
+        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+        return [int(pid) for pid in found.split()]
+
+    return {
+        "rabbitmq": pgrep("beam.smp"),
+        "redis": pgrep("redis-server"),
+        "memcached": pgrep("memcached"),
+    }
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(child) for child in found.split()]
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The most resident memory process ``pid`` has held so far, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def read_metrics(timeout: float) -> str:
+    """The workers' metrics now, in Prometheus' text format.
+
+    Parameters:
+      timeout(float): Seconds to wait for the answer.
+    """
+    with urllib.request.urlopen(METRICS_URL, timeout=timeout) as response:
+        return str(response.read().decode())
+
+
+def metric(text: str, name: str) -> float:
+    """The sum of every sample of ``name`` in ``text``, over all its labels.
+
+    Parameters:
+      text(str): Metrics in Prometheus' text format.
+      name(str): A metric's name, or a name and labels (``name{label="value"``).
+    """
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    )

@@ -1,0 +1,162 @@
+"""One crawl of the site by each contender: this crawler's workers on a broker,
+``--local``, and Scrapy, each with its figures: pages, seconds, rate, and for the
+workers, CPU and memory per page.
+
+Every clock starts at seeding and stops at the crawl's end, so that no contender
+pays for its process start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.measuring.accounting import (
+    children,
+    cpu_seconds,
+    metric,
+    peak_rss_mib,
+    read_metrics,
+    service_pids,
+)
+from benchmarks.measuring.workers import (
+    BIN,
+    ROOT,
+    broker_env,
+    flush_services,
+    start_workers,
+    stop,
+)
+
+
+def crawl_with_workers(
+    broker: str, seed: str, tmp: Path, *, processes: int, threads: int
+) -> dict[str, Any]:
+    """Workers (``dramatiq crawler.example``) crawl from ``seed``, seeded with ``--wait``.
+
+    The clock runs from the seeder's ``seeded`` line to its exit. CPU per page adds up
+    the worker processes and their parent, the broker, Memcached and the seeder.
+
+    Parameters:
+      broker(str): ``"rabbitmq"`` or ``"redis"``.
+      seed(str): The first page's URL.
+      tmp(Path): A directory of this round's, for the workers' metrics.
+      processes(int): Worker processes.
+      threads(int): Worker threads in each process.
+    """
+    env = broker_env(broker, dramatiq_prom_db=str(tmp / f"prom-{broker}"))
+    Path(env["dramatiq_prom_db"]).mkdir()
+    flush_services(env)
+    workers = start_workers(env, "crawler.example", processes=processes, threads=threads)
+    pids = children(workers.pid)
+    services = service_pids()
+    parts = {
+        "workers": pids,
+        "worker parent": [workers.pid],  # dramatiq's main process: relays the workers' logs
+        broker: services[broker],
+        "memcached": services["memcached"],
+    }
+    cpu_before = {pid: cpu_seconds(pid) for group in parts.values() for pid in group}
+    seeder_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seeder = subprocess.Popen(
+        [sys.executable, "-m", "crawler.example", seed, "--wait"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert seeder.stdout is not None
+    seeded_line = seeder.stdout.readline()  # "crawl <id> seeded with 1 URL(s)": the clock starts
+    started = time.monotonic()
+    stdout, stderr = seeder.communicate(timeout=900)
+    elapsed = time.monotonic() - started
+    seeder_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_by_part = {
+        part: sum(cpu_seconds(pid) - cpu_before[pid] for pid in group)
+        for part, group in parts.items()
+    }
+    cpu_by_part["seeder"] = (seeder_after.ru_utime + seeder_after.ru_stime) - (
+        seeder_before.ru_utime + seeder_before.ru_stime
+    )
+    cpu = sum(cpu_by_part.values())
+    rss = max(peak_rss_mib(pid) for pid in pids)
+    metrics = read_metrics(timeout=10)
+    stop(workers)
+    assert seeder.returncode == 0, seeded_line + stdout + stderr
+    crawled = metric(metrics, 'crawler_pages_total{outcome="crawled"}')
+    messages = metric(metrics, "crawler_pages_total")
+    return {
+        "pages": crawled,
+        "seconds": elapsed,
+        "pages_per_s": crawled / elapsed,
+        "messages_per_page": messages / max(crawled, 1),
+        "cpu_ms_per_page": 1000 * cpu / max(crawled, 1),
+        "cpu_ms_per_page_by_part": {
+            part: round(1000 * seconds / max(crawled, 1), 3)
+            for part, seconds in cpu_by_part.items()
+        },
+        "peak_worker_rss_mib": rss,
+    }
+
+
+def crawl_locally(seed: str, *, threads: int) -> dict[str, Any]:
+    """``crawler.example --local`` crawls from ``seed``, on its own clock.
+
+    Parameters:
+      seed(str): The first page's URL.
+      threads(int): Its ``--threads``: as many as the workers have in all.
+    """
+    env = dict(os.environ, MEMCACHED_SERVERS="127.0.0.1:9")
+    result = subprocess.run(
+        [sys.executable, "-m", "crawler.example", "--local", seed, "--threads", str(threads)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    # "Finished after 2.9s: 2000 pages fetched (689.7 pages/s), ...": its own clock,
+    # from the first seed to the end, as for the workers and Scrapy.
+    summary = re.search(r"(\d+) pages fetched \(([\d.]+) pages/s\)", result.stdout)
+    assert summary, result.stdout
+    pages, rate = int(summary.group(1)), float(summary.group(2))
+    return {"pages": pages, "seconds": pages / rate, "pages_per_s": rate}
+
+
+def crawl_with_scrapy(seed: str, tmp: Path, *, concurrency: int) -> dict[str, Any] | None:
+    """Scrapy (``benchmarks/scrapy_spider.py``) crawls from ``seed``; None if not installed.
+
+    No robots.txt, cookies or retries. The figures are on Scrapy's own clock, from its
+    engine's start to its end; ``seconds_with_start_up`` is the whole command's.
+
+    Parameters:
+      seed(str): The first page's URL.
+      tmp(Path): A directory of this round's, for Scrapy's log and stats.
+      concurrency(int): Its ``CONCURRENT_REQUESTS``, in all and per domain: as many as
+        the workers have threads in all.
+    """
+    if shutil.which("scrapy", path=str(BIN)) is None:
+        return None
+    stats = tmp / "scrapy-stats.json"
+    started = time.monotonic()
+    subprocess.run(
+        [str(BIN / "scrapy"), "runspider", str(ROOT / "benchmarks" / "scrapy_spider.py"),
+         "-a", f"start={seed}", "-s", f"CONCURRENT_REQUESTS={concurrency}",
+         "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={concurrency}",
+         "-s", "STATS_DUMP=True", "-s", "LOG_LEVEL=INFO", "-s", f"LOG_FILE={stats}",
+         "-s", "ROBOTSTXT_OBEY=False", "-s", "COOKIES_ENABLED=False", "-s", "RETRY_ENABLED=False",
+         "-s", "TELNETCONSOLE_ENABLED=False"],
+        cwd=tmp, check=True, timeout=900,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    text = stats.read_text()
+    pages = int(text.split("'response_received_count': ")[1].split(",")[0])
+    # Scrapy's own clock, from its engine's start to its end: start-up excluded, as for the rest.
+    engine = float(text.split("'elapsed_time_seconds': ")[1].split(",")[0])
+    return {
+        "pages": pages,
+        "seconds": engine,
+        "pages_per_s": pages / engine,
+        "seconds_with_start_up": elapsed,
+    }

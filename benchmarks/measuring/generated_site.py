@@ -1,0 +1,98 @@
+"""The site every contender crawls: generated HTML pages, served on 127.0.0.1."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_site(directory: Path, base: str, pages: int, links: int) -> None:
+    """``pages`` HTML files, each with ``links`` absolute links; page i links to i+1.
+
+    The other links are drawn at random, the same ones on every run.
+
+    Parameters:
+      directory(Path): An empty directory; the pages go to ``page/<i>.html`` in it.
+      base(str): The address the site is served at, as the links spell it.
+      pages(int): How many pages.
+      links(int): How many links each page has.
+    """
+    rng = random.Random(1)
+    (directory / "page").mkdir()
+    for i in range(pages):
+        targets = [(i + 1) % pages] + [rng.randrange(pages) for _ in range(links - 1)]
+        anchors = "".join(f'<a href="{base}/page/{t}.html">p{t}</a>\n' for t in targets)
+        (directory / "page" / f"{i}.html").write_text(f"<html><body>\n{anchors}</body></html>\n")
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    """Python's file handler, keeping connections alive as nginx does, and logging nothing."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as nginx
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve(directory: Path, port: int) -> Iterator[str]:
+    """nginx when installed (it is not the bottleneck), else Python's threaded server.
+
+    nginx writes its configuration, pid file (``nginx.pid``) and error log next to
+    ``directory``. Yields which server it is, ``"nginx"`` or ``"python http.server"``,
+    once it accepts connections; stops it on exit.
+
+    Parameters:
+      directory(Path): The site's files, served from ``/``.
+      port(int): The port to listen on, on 127.0.0.1.
+    """
+    nginx = shutil.which("nginx")
+    if nginx:
+        conf = directory.parent / "nginx.conf"
+        conf.write_text(
+            f"daemon off; worker_processes 1; pid {directory.parent}/nginx.pid;"
+            f"error_log {directory.parent}/nginx-error.log;"
+            "events { worker_connections 1024; }"
+            "http { access_log off; keepalive_requests 100000; types { text/html html; }"
+            f" server {{ listen 127.0.0.1:{port}; root {directory}; }} }}"
+        )
+        process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(directory.parent)])
+        kind = "nginx"
+    else:
+        handler = partial(QuietHandler, directory=str(directory))
+        server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        kind = "python http.server"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the site server did not start"
+            time.sleep(0.05)
+    try:
+        yield kind
+    finally:
+        if nginx:
+            process.terminate()
+            process.wait()
+        else:
+            server.shutdown()

@@ -1,0 +1,84 @@
+"""Dramatiq workers on one broker: their environment, clean services, start and stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pylibmc
+import redis
+
+from benchmarks.measuring.accounting import children
+
+#: The project's root, the working directory of every process started here.
+ROOT = Path(__file__).resolve().parent.parent.parent
+#: Where this Python's commands are installed (``dramatiq``, ``scrapy``).
+BIN = Path(sys.executable).parent
+#: The worker set-up of the README's figures: ``dramatiq -p 2 -t 8``.
+DEFAULT_PROCESSES, DEFAULT_THREADS = 2, 8
+
+
+def broker_env(broker: str, **settings: str) -> dict[str, str]:
+    """This process's environment plus ``settings``, pointed at ``broker`` (Redis: db 14).
+
+    Parameters:
+      broker(str): ``"rabbitmq"`` or ``"redis"``.
+      settings(str): More variables, such as ``dramatiq_prom_db``.
+    """
+    env = dict(os.environ, **settings)
+    env.pop("REDIS", None)
+    if broker == "redis":
+        env.update(REDIS="1", REDIS_URL="redis://127.0.0.1:6379/14")
+    return env
+
+
+def flush_services(env: dict[str, str]) -> None:
+    """Empty Memcached and the broker ``env`` points at, for a crawl that starts afresh.
+
+    Parameters:
+      env(dict): An environment from :func:`broker_env`.
+    """
+    pylibmc.Client(["127.0.0.1"], binary=True).flush_all()
+    if env.get("REDIS") == "1":
+        redis.Redis.from_url(env["REDIS_URL"]).flushdb()
+    else:
+        sys.path.insert(0, str(ROOT))
+        from tests.support import purge_rabbitmq
+
+        purge_rabbitmq()
+
+
+def start_workers(
+    env: dict[str, str], module: str, *, processes: int, threads: int
+) -> subprocess.Popen[bytes]:
+    """``dramatiq module -p processes -t threads``, once its worker processes are up.
+
+    Waits a second more, so that each worker process imports and connects before a
+    clock starts.
+
+    Parameters:
+      env(dict): The workers' environment, from :func:`broker_env`.
+      module(str): The module declaring the broker and actors, ``crawler.example``.
+      processes(int): Worker processes.
+      threads(int): Worker threads in each process.
+    """
+    workers = subprocess.Popen(
+        [str(BIN / "dramatiq"), module, "-p", str(processes), "-t", str(threads)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while len(children(workers.pid)) < processes:
+        assert time.monotonic() < deadline, "workers did not start"
+        time.sleep(0.1)
+    time.sleep(1.0)  # let each worker process import and connect before the clock starts
+    return workers
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop ``process`` as Ctrl-C would stop Dramatiq's workers, and wait for it."""
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=60)
