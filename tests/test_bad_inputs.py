@@ -236,29 +236,6 @@ def test_canonical_url_keeps_valid_edge_cases(url: str, canonical: str | None) -
 
 
 @pytest.mark.parametrize(
-    ("url", "reason"),
-    [
-        ("http://127.0.0.1:0/", "Port 0 is reserved: no server listens on it"),
-        ("http://a..b/", "Host name 'a..b' has an empty label"),
-        (f"http://{LONG_LABEL}.com/", "Host name has a label of 64 characters, over 63"),
-        (f"http://{LONG_HOST}/", "Host name of 258 characters, over 253"),
-    ],
-)
-def test_seeder_refuses_port_0_and_impossible_host_names_and_enqueues_nothing(
-    url: str, reason: str, rabbitmq_env: dict[str, str]
-) -> None:
-    env = environment(**rabbitmq_env)
-
-    result = seed(env, url)
-
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
-        f"python -m crawler.example: error: argument url: {url!r} is not a valid URL: {reason}"
-    )
-    assert queued_messages(env) == 0
-
-
-@pytest.mark.parametrize(
     ("args", "reason"),
     [
         (["--max-rate", "nan"], "argument --max-rate: 'nan' is not a finite number above zero"),

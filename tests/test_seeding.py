@@ -6,6 +6,9 @@ import pytest
 
 from tests.workers import environment, queued_messages, seed
 
+LONG_LABEL = "a" * 64
+LONG_HOST = ".".join(["a" * 50] * 5) + ".com"  # 258 characters
+
 
 @pytest.mark.parametrize(
     ("url", "reason"),
@@ -16,6 +19,20 @@ from tests.workers import environment, queued_messages, seed
         (
             "http://127.0.0.1:99999/",
             "'http://127.0.0.1:99999/' is not a valid URL: Port out of range 0-65535",
+        ),
+        (
+            "http://127.0.0.1:0/",
+            "'http://127.0.0.1:0/' is not a valid URL: Port 0 is reserved: no server listens on it",
+        ),
+        ("http://a..b/", "'http://a..b/' is not a valid URL: Host name 'a..b' has an empty label"),
+        (
+            f"http://{LONG_LABEL}.com/",
+            f"'http://{LONG_LABEL}.com/' is not a valid URL: "
+            "Host name has a label of 64 characters, over 63",
+        ),
+        (
+            f"http://{LONG_HOST}/",
+            f"'http://{LONG_HOST}/' is not a valid URL: Host name of 258 characters, over 253",
         ),
     ],
 )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pika
@@ -38,6 +39,9 @@ from tests.workers import (
 
 #: How long ``--wait`` may take for the small crawls here before the test calls it hung.
 WAIT_TIMEOUT = 90
+#: The site crawled through an outage.
+PAGES = 300
+EVERY_PAGE = {page_path(i) for i in range(PAGES)}
 
 
 def finish(waiting: subprocess.Popen[str]) -> tuple[str, str]:
@@ -90,63 +94,84 @@ def test_workers_idle_past_rabbitmqs_heartbeat_still_deliver_every_record(
     assert not workers.logged_any("CRITICAL")
 
 
-def test_a_redis_restart_mid_crawl_loses_no_page_and_wait_sees_it_through(
-    site: SiteServer, tmp_path: Path, memcached: object
-) -> None:
-    own_redis = RedisProcess(tmp_path)
-    env = environment(**FAST_FAILURES, REDIS="1", REDIS_URL=own_redis.url)
-    pages = 300
-    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
+@dataclass
+class CrawlThroughAnOutage:
+    """What a 300-page ``--wait --output`` crawl left after a service went away mid-crawl."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    urls: list[str]
+    workers: WorkerProcesses
+
+
+def crawl_through_an_outage(
+    env: dict[str, str],
+    site: SiteServer,
+    tmp_path: Path,
+    outage: Callable[[], None],
+    *,
+    after: int = 60,
+) -> CrawlThroughAnOutage:
+    """Crawl ``PAGES`` pages with 2 x 4 workers and ``--wait``; once ``after`` pages are
+    done, run ``outage`` (take a service away and bring it back)."""
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
     site.delay = 0.02
     output = tmp_path / "records.jsonl"
     workers = WorkerProcesses(env, processes=2, threads=4)
     try:
         waiting = wait_for_crawl(env, site.url(page_path(0)), "--output", str(output))
-        workers.wait_until(lambda: workers.count("Done crawling") >= 60)
-        own_redis.shut_down()
-        time.sleep(3)
-        own_redis.start()
+        workers.wait_until(lambda: workers.count("Done crawling") >= after)
+        outage()
         stdout, stderr = finish(waiting)
     finally:
         assert workers.stop() == 0
+    urls = [str(record["url"]) for record in read_records(output)]
+    return CrawlThroughAnOutage(waiting.returncode, stdout, stderr, urls, workers)
+
+
+def test_a_redis_restart_mid_crawl_loses_no_page_and_wait_sees_it_through(
+    site: SiteServer, tmp_path: Path, memcached: object
+) -> None:
+    own_redis = RedisProcess(tmp_path)
+    env = environment(**FAST_FAILURES, REDIS="1", REDIS_URL=own_redis.url)
+
+    def restart() -> None:
+        own_redis.shut_down()
+        time.sleep(3)
+        own_redis.start()
+
+    try:
+        crawl = crawl_through_an_outage(env, site, tmp_path, restart)
+    finally:
         own_redis.shut_down()
 
-    every_page = {page_path(i) for i in range(pages)}
-    assert set(site.fetch_counts()) == every_page
-    assert waiting.returncode == 0, stderr[-3000:]
-    assert f"{pages} pages fetched" in stdout and "0 failed." in stdout
-    assert "waiting for Redis..." in stderr
-    urls = [r["url"] for r in read_records(output)]
-    assert len(urls) == len(set(urls)) == pages
-    assert workers.logged_any("goes back to the queue")
-    assert not workers.logged_any("Unexpected failure in after_process_message")
+    assert set(site.fetch_counts()) == EVERY_PAGE
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    assert f"{PAGES} pages fetched" in crawl.stdout and "0 failed." in crawl.stdout
+    assert "waiting for Redis..." in crawl.stderr
+    assert len(crawl.urls) == len(set(crawl.urls)) == PAGES
+    assert crawl.workers.logged_any("goes back to the queue")
+    assert not crawl.workers.logged_any("Unexpected failure in after_process_message")
 
 
 def test_wait_rides_out_a_rabbitmq_restart_and_the_crawl_ends_complete(
     site: SiteServer, rabbitmq_restartable: dict[str, str], tmp_path: Path
 ) -> None:
     env = environment(**rabbitmq_restartable, **FAST_FAILURES)
-    pages = 300
-    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
-    site.delay = 0.02
-    output = tmp_path / "records.jsonl"
-    workers = WorkerProcesses(env, processes=2, threads=4)
-    try:
-        waiting = wait_for_crawl(env, site.url(page_path(0)), "--output", str(output))
-        workers.wait_until(lambda: workers.count("Done crawling") >= 60)
+
+    def restart() -> None:
         rabbitmqctl("stop_app")
         time.sleep(3)
         rabbitmqctl("start_app")
-        stdout, stderr = finish(waiting)
-    finally:
-        assert workers.stop() == 0
 
-    assert waiting.returncode == 0, stderr[-3000:]
-    assert set(site.fetch_counts()) == {page_path(i) for i in range(pages)}
-    assert f"{pages} pages fetched" in stdout and "0 failed." in stdout
-    assert "waiting for RabbitMQ..." in stderr
-    urls = [r["url"] for r in read_records(output)]
-    assert len(urls) == len(set(urls)) == pages
+    crawl = crawl_through_an_outage(env, site, tmp_path, restart)
+
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    assert set(site.fetch_counts()) == EVERY_PAGE
+    assert f"{PAGES} pages fetched" in crawl.stdout and "0 failed." in crawl.stdout
+    assert "waiting for RabbitMQ..." in crawl.stderr
+    assert len(crawl.urls) == len(set(crawl.urls)) == PAGES
 
 
 def test_a_memcached_restarted_empty_costs_at_most_one_more_fetch_a_page(
@@ -161,30 +186,22 @@ def test_a_memcached_restarted_empty_costs_at_most_one_more_fetch_a_page(
             "CRAWLER_MIN_BACKOFF_MS": "1000",
         }
     )
-    pages = 300
-    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
-    site.delay = 0.02
-    output = tmp_path / "records.jsonl"
-    workers = WorkerProcesses(env, processes=2, threads=4)
-    try:
-        waiting = wait_for_crawl(env, site.url(page_path(0)), "--output", str(output))
-        workers.wait_until(lambda: workers.count("Done crawling") >= 100)
+
+    def restart_empty() -> None:
         own_memcached.stop()
         time.sleep(1.5)
         own_memcached.start()  # empty: every claim is forgotten
-        stdout, stderr = finish(waiting)
-    finally:
-        assert workers.stop() == 0
+
+    crawl = crawl_through_an_outage(env, site, tmp_path, restart_empty, after=100)
 
     counts = site.fetch_counts()
-    assert set(counts) == {page_path(i) for i in range(pages)}
+    assert set(counts) == EVERY_PAGE
     assert max(counts.values()) <= 2  # README "Not promised": one more fetch per restart
-    assert waiting.returncode == 0, stderr[-3000:]
-    assert "0 failed." in stdout
-    assert "waiting for Memcached..." in stderr
-    assert workers.count("Giving up on URL") == 0
-    urls = [r["url"] for r in read_records(output)]
-    assert len(set(urls)) == pages
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    assert "0 failed." in crawl.stdout
+    assert "waiting for Memcached..." in crawl.stderr
+    assert crawl.workers.count("Giving up on URL") == 0
+    assert len(set(crawl.urls)) == PAGES
 
 
 def records_left(env: dict[str, str], crawl_id: str) -> bool:

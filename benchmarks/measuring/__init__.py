@@ -24,7 +24,7 @@ from benchmarks.measuring.accounting import (
 )
 from benchmarks.measuring.ceiling import noop_ceiling
 from benchmarks.measuring.contenders import crawl_locally, crawl_with_scrapy, crawl_with_workers
-from benchmarks.measuring.generated_site import free_port, serve, write_site
+from benchmarks.measuring.generated_site import serve, write_site
 from benchmarks.measuring.workers import (
     BIN,
     DEFAULT_PROCESSES,
@@ -35,6 +35,7 @@ from benchmarks.measuring.workers import (
     start_workers,
     stop,
 )
+from tests.support import free_port
 
 __all__ = [
     "BIN",

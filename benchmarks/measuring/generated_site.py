@@ -16,13 +16,6 @@ from pathlib import Path
 from typing import Any
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def write_site(directory: Path, base: str, pages: int, links: int) -> None:
     """``pages`` HTML files, each with ``links`` absolute links; page i links to i+1.
 
