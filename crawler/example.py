@@ -42,7 +42,7 @@ from crawler.frontier.scope import child_arguments, links_to_follow, report_drop
 from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions, http_url
-from crawler.outcomes import DEFERRED, DISALLOWED, DUPLICATE, OVER_BUDGET
+from crawler.outcomes import CANCELLED, DEFERRED, DISALLOWED, DUPLICATE, OVER_BUDGET
 
 logger = logging.getLogger("example")
 memcache_client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
@@ -94,8 +94,11 @@ def crawl(
     message = claims.current_message(crawl, url)
     url_hash = claims.url_hash(url)
     with memcache_pool.reserve() as client:
-        added = claims.claim(client, url_hash, message.message_id)
-        if not added:
+        added = claims.claim(client, url_hash, message.message_id, crawl_options.crawl_id)
+        if added == claims.CANCELLED:
+            logger.warning("Skipping URL %r since its crawl was cancelled.", url)
+            return records.skipped_record(url, CANCELLED)
+        if added == claims.TAKEN:
             logger.warning("URL %r has already been visited. Skipping...", url)
             return records.skipped_record(url, DUPLICATE)
         first_delivery = claims.bound_deliveries(client, message, limits.max_deliveries)
@@ -167,6 +170,11 @@ def main(args: list[str]) -> int:
     )
     watching.add_argument("--status", metavar="CRAWL_ID", help="print a crawl's figures")
     watching.add_argument(
+        "--cancel",
+        metavar="CRAWL_ID",
+        help="end the crawl: its queued and retrying URLs end as cancelled, without a fetch",
+    )
+    watching.add_argument(
         "--dead-letters",
         metavar="CRAWL_ID",
         help="list the URLs of the crawl given up for good ('all': of every crawl)",
@@ -190,6 +198,8 @@ def main(args: list[str]) -> int:
     arguments = parser.parse_args(args)
     if arguments.status:
         return reach_services(lambda: seeder.status(memcache_pool, arguments.status))
+    if arguments.cancel:
+        return reach_services(lambda: seeder.cancel(memcache_pool, arguments.cancel))
     if arguments.dead_letters or arguments.replay:
         return reach_services(
             lambda: seeder.dead_letters(

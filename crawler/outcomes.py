@@ -15,11 +15,13 @@ FAILED = "failed"
 #: Skipped without a fetch: claimed by another message, over ``--max-pages``, or
 #: disallowed by robots.txt.
 DUPLICATE, OVER_BUDGET, DISALLOWED = "duplicate", "over-budget", "disallowed"
+#: Ended without a fetch because the crawl was cancelled (``--cancel``).
+CANCELLED = "cancelled"
 #: An attempt that did not end its URL: failed but will be retried, or rate-limited.
 RETRYING, DEFERRED = "retrying", "deferred"
 
 #: The outcomes that end a message, each counted once per message.
-ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE, OVER_BUDGET, DISALLOWED, FAILED)
+ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE, OVER_BUDGET, DISALLOWED, CANCELLED, FAILED)
 #: Outcomes of an attempt that leave its message to come again.
 NOT_FINAL = (RETRYING, DEFERRED)
 #: Outcomes that go into an output file: the URLs a crawl fetched or gave up.
@@ -54,5 +56,7 @@ def summary(
         parts.append(f"{counts.get(DISALLOWED, 0)} disallowed by robots.txt")
     if every_part or counts.get(OVER_BUDGET, 0):
         parts.append(f"{counts.get(OVER_BUDGET, 0)} over the page budget")
+    if counts.get(CANCELLED, 0):
+        parts.append(f"{counts[CANCELLED]} cancelled")
     parts.append(f"{counts.get(FAILED, 0)} failed")
     return ", ".join(parts)

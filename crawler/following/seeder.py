@@ -19,7 +19,7 @@ from crawler.following.progress import Progress
 from crawler.following.records import RecordFile
 from crawler.frontier import counters
 from crawler.options import CrawlOptions
-from crawler.outcomes import DEFERRED, RETRYING, WRITTEN, summary
+from crawler.outcomes import CANCELLED, DEFERRED, RETRYING, WRITTEN, summary
 
 #: Seconds each wait for records lasts before the counters are read again.
 POLL = 0.5
@@ -118,6 +118,8 @@ def follow(
     if interrupted:
         print(f"The crawl goes on; see it with --status {crawl_id}", flush=True)
         return 130
+    if progress.counts[CANCELLED]:
+        return 3
     return 1 if progress.failures else 0
 
 
@@ -128,11 +130,29 @@ def status(pool: Any, crawl_id: str) -> int:
         print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
         return 2
     state = "finished" if figures[counters.OUTSTANDING] <= 0 else "running"
+    if figures[counters.CANCEL_REQUESTED]:
+        state = f"cancelled ({state})"
     print(
         f"crawl {crawl_id}: {state}: {summary(figures, every_part=True)}; "
         f"{figures[counters.DISCOVERED]} discovered, "
         f"{figures[counters.OUTSTANDING]} outstanding, "
         f"{figures[RETRYING]} failed attempts retried, {figures[DEFERRED]} rate-limit deferrals."
+    )
+    return 0
+
+
+def cancel(pool: Any, crawl_id: str) -> int:
+    """``--cancel``: the crawl's messages end without a fetch from now on; 2 when the
+    crawl is unknown."""
+    with pool.reserve() as client:
+        if counters.read(client, crawl_id) is None:
+            print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
+            return 2
+        counters.cancel(client, crawl_id)
+    print(
+        f"crawl {crawl_id} cancelled: its queued and retrying URLs end without a fetch; "
+        "pages being fetched now finish",
+        flush=True,
     )
     return 0
 

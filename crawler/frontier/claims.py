@@ -45,15 +45,27 @@ def url_hash(url: str) -> str:
     return hashlib.md5(url.encode("utf-8")).hexdigest()
 
 
-def claim(client: Any, key: str, message_id: str) -> bool:
-    """True when the message ``message_id`` owns ``key`` (now or from before)."""
+#: What :func:`claim` says: the message owns the URL, another one does, or the
+#: message's crawl was cancelled (then nothing is claimed).
+OWNED, TAKEN, CANCELLED = "owned", "taken", "cancelled"
+
+
+def claim(client: Any, key: str, message_id: str, crawl_id: str | None = None) -> str:
+    """Whether the message ``message_id`` owns ``key`` (now or from before); for a
+    crawl's message, whether the crawl was cancelled, read in the same round trip."""
     owner = message_id.encode()
-    stored = client.get(key)
+    if crawl_id is None:
+        stored = client.get(key)
+    else:
+        found = client.get_multi([key, counters.cancel_key(crawl_id)])
+        if counters.cancel_key(crawl_id) in found:
+            return CANCELLED
+        stored = found.get(key)
     if stored is None:
         if client.add(key, owner, time=CLAIM_TTL):
-            return True
+            return OWNED
         stored = client.get(key)
-    return bool(stored == owner)
+    return OWNED if stored == owner else TAKEN
 
 
 def finish(client: Any, key: str) -> None:

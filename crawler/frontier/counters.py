@@ -19,14 +19,27 @@ from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, RETRYING
 #: How long a crawl's counters are kept after their last change, in seconds.
 COUNTER_TTL = 7 * 24 * 3600
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
+#: 1 once ``--cancel`` asked for the crawl to end.
+CANCEL_REQUESTED = "cancel-requested"
 #: The counters kept in Memcached.
 STORED = (DISCOVERED, *ENDINGS, RETRYING, DEFERRED)
 #: Every figure of a crawl.
-NAMES = (OUTSTANDING, *STORED)
+NAMES = (OUTSTANDING, *STORED, CANCEL_REQUESTED)
 
 
 def _key(crawl_id: str, name: str) -> str:
     return f"crawl:{crawl_id}:{name}"
+
+
+def cancel_key(crawl_id: str) -> str:
+    """The key that says a crawl was cancelled; :func:`crawler.frontier.claims.claim`
+    reads it with the URL's claim, in the same round trip."""
+    return _key(crawl_id, CANCEL_REQUESTED)
+
+
+def cancel(client: Any, crawl_id: str) -> None:
+    """Ask every worker to end the crawl's messages without a fetch."""
+    client.set(cancel_key(crawl_id), 1, time=COUNTER_TTL)
 
 
 def _add(client: Any, key: str, amount: int) -> None:
@@ -66,9 +79,9 @@ def reopened(client: Any, crawl_id: str, message_id: str) -> None:
 
 def read(client: Any, crawl_id: str) -> dict[str, int] | None:
     """Every counter of the crawl, or None when the crawl is unknown."""
-    found = client.get_multi([_key(crawl_id, name) for name in STORED])
+    found = client.get_multi([_key(crawl_id, name) for name in (*STORED, CANCEL_REQUESTED)])
     if not found:
         return None
-    figures = {name: int(found.get(_key(crawl_id, name), 0)) for name in STORED}
+    figures = {name: int(found.get(_key(crawl_id, name), 0)) for name in NAMES[1:]}
     figures[OUTSTANDING] = figures[DISCOVERED] - sum(figures[name] for name in ENDINGS)
     return figures
