@@ -92,7 +92,7 @@ def crawl(
 ) -> Record:
     crawl_options = CrawlOptions.from_message(options)
     message = claims.current_message(crawl, url)
-    url_hash = claims.url_hash(url)
+    url_hash = claims.url_hash(url, crawl_options.crawl_id)
     with memcache_pool.reserve() as client:
         added = claims.claim(client, url_hash, message.message_id, crawl_options.crawl_id)
         if added == claims.CANCELLED:
@@ -168,6 +168,12 @@ def main(args: list[str]) -> int:
     watching.add_argument(
         "--wait", action="store_true", help="show the crawl's progress until it is finished"
     )
+    watching.add_argument(
+        "--crawl-id",
+        type=options.crawl_id,
+        metavar="CRAWL_ID",
+        help="add the URLs to this crawl (its claims, counters and budget), not a new one",
+    )
     watching.add_argument("--status", metavar="CRAWL_ID", help="print a crawl's figures")
     watching.add_argument(
         "--cancel",
@@ -216,6 +222,8 @@ def main(args: list[str]) -> int:
         arguments, arguments.urls, collect_records=arguments.wait
     )
     kwargs = {"options": crawl_options.to_message()}
+    if arguments.local and arguments.crawl_id:
+        parser.error("--crawl-id works with workers only")
     if arguments.local:
         use_process_memory()
         return local_mode.run(
@@ -241,6 +249,7 @@ def main(args: list[str]) -> int:
             crawl_options,
             wait=arguments.wait,
             output=output,
+            adding=arguments.crawl_id is not None,
         )
     )
 

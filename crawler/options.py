@@ -126,7 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def from_arguments(
     arguments: argparse.Namespace, seeds: list[str], *, collect_records: bool = False
 ) -> CrawlOptions:
-    """The options a seeding chose, under a new crawl id."""
+    """The options a seeding chose, under a new crawl id or the one ``--crawl-id`` names."""
     domains = [domain.lower().strip(".") for domain in arguments.allow_domain]
     if arguments.same_domain:
         domains += [(urlsplit(url).hostname or "").lower() for url in seeds]
@@ -139,9 +139,16 @@ def from_arguments(
         max_rate=arguments.max_rate,
         user_agent=arguments.user_agent,
         collect_records=collect_records,
-        crawl_id=uuid.uuid4().hex,
+        crawl_id=getattr(arguments, "crawl_id", None) or uuid.uuid4().hex,
     )
     return options
+
+
+def crawl_id(value: str) -> str:
+    """An ``argparse`` type: a crawl id as the seeder prints it (32 hex digits)."""
+    if not re.fullmatch(r"[0-9a-f]{32}", value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a crawl id (32 hex digits)")
+    return value
 
 
 def whole_number(value: str) -> int:

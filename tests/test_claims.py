@@ -29,8 +29,8 @@ def send(client: pylibmc.Client, parent: str, *, first_delivery: bool = True) ->
 def test_send_claimed_sends_only_unclaimed_links_and_counts_them(
     memcached: pylibmc.Client, stub_broker: StubBroker
 ) -> None:
-    memcached.set(claims.url_hash(URLS[1]), b"someone-else")
-    memcached.set(claims.url_hash(URLS[3]), claims.DONE)
+    memcached.set(claims.url_hash(URLS[1], "crawl-1"), b"someone-else")
+    memcached.set(claims.url_hash(URLS[3], "crawl-1"), claims.DONE)
 
     sent = send(memcached, "parent-1")
 
@@ -39,7 +39,7 @@ def test_send_claimed_sends_only_unclaimed_links_and_counts_them(
     assert [m.message_id for m in queued(stub_broker)] == expected
     assert [m.args[0] for m in queued(stub_broker)] == [URLS[0], URLS[2], URLS[4]]
     for i, message_id in zip((0, 2, 4), expected, strict=True):
-        assert memcached.get(claims.url_hash(URLS[i])) == message_id.encode()
+        assert memcached.get(claims.url_hash(URLS[i], "crawl-1")) == message_id.encode()
     assert counters.read(memcached, "crawl-1")[counters.DISCOVERED] == 3  # type: ignore[index]
     # Another page linking to the same URLs sends nothing: all are claimed now.
     assert send(memcached, "parent-2") == []

@@ -97,7 +97,8 @@ def settle(
                 if options.crawl_id is not None:
                     counters.ended(client, options.crawl_id, message.message_id, outcome)
                 if outcome in OWN_ENDINGS:
-                    claims.finish(client, claims.url_hash(record["url"]))
+                    key = claims.url_hash(record["url"], options.crawl_id)
+                    claims.finish(client, key, options.crawl_id)
         except pylibmc.Error as e:
             # The message is over either way; only its bookkeeping is lost.
             logger.warning(

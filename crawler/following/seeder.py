@@ -34,11 +34,18 @@ def seed(
     *,
     wait: bool,
     output: RecordFile | None,
+    adding: bool = False,
 ) -> int:
     """Count and send the seeds as ``actor`` messages; with ``wait``, follow the crawl
-    to its end.  ``pool`` is the dedup store's, where the crawl's counters live."""
+    to its end.  ``pool`` is the dedup store's, where the crawl's counters live;
+    ``adding``: the crawl exists already (``--crawl-id``), 2 when it is unknown."""
     crawl_id = options.crawl_id
     assert crawl_id is not None
+    if adding:
+        with pool.reserve() as client:
+            if counters.read(client, crawl_id) is None:
+                print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
+                return 2
     reader = record_queue.Reader(actor.broker, crawl_id) if wait else None
     try:
         with pool.reserve() as client:
@@ -48,7 +55,8 @@ def seed(
         if reader is not None:
             reader.close()
         raise
-    print(f"crawl {crawl_id} seeded with {len(urls)} URL(s)", flush=True)
+    more = " more" if adding else ""
+    print(f"crawl {crawl_id} seeded with {len(urls)}{more} URL(s)", flush=True)
     if reader is None:
         return 0
     return follow(pool, crawl_id, seeds, reader, output)

@@ -25,8 +25,11 @@ from dramatiq.middleware import CurrentMessage
 from crawler.errors import PermanentError
 from crawler.frontier import counters
 
-#: How long a claim lasts, in seconds; as upstream, a URL may be crawled again after it.
+#: How long a claim of a bare ``crawl(url)`` message lasts, in seconds; as upstream, the
+#: URL may be crawled again after it.
 CLAIM_TTL = 3600
+#: How long a seeded crawl's claims last: as long as its counters, a week.
+CRAWL_CLAIM_TTL = counters.COUNTER_TTL
 DONE = b"done"
 
 
@@ -40,9 +43,18 @@ def current_message(actor: dramatiq.Actor[Any, Any], url: str) -> dramatiq.Messa
     return actor.message(url)
 
 
-def url_hash(url: str) -> str:
-    """The key of a URL in Memcached, as upstream: the MD5 of the URL."""
+def url_hash(url: str, crawl_id: str | None = None) -> str:
+    """The key of a URL's claim in Memcached: as upstream the MD5 of the URL; for a
+    seeded crawl the MD5 of its crawl id and the URL, so that each crawl has its own
+    claims and seeding a site again crawls it again."""
+    if crawl_id is not None:
+        url = f"{crawl_id} {url}"
     return hashlib.md5(url.encode("utf-8")).hexdigest()
+
+
+def ttl(crawl_id: str | None) -> int:
+    """How long a claim lasts: an hour as upstream, a week for a seeded crawl."""
+    return CLAIM_TTL if crawl_id is None else CRAWL_CLAIM_TTL
 
 
 #: What :func:`claim` says: the message owns the URL, another one does, or the
@@ -62,14 +74,14 @@ def claim(client: Any, key: str, message_id: str, crawl_id: str | None = None) -
             return CANCELLED
         stored = found.get(key)
     if stored is None:
-        if client.add(key, owner, time=CLAIM_TTL):
+        if client.add(key, owner, time=ttl(crawl_id)):
             return OWNED
         stored = client.get(key)
     return OWNED if stored == owner else TAKEN
 
 
-def finish(client: Any, key: str) -> None:
-    client.set(key, DONE, time=CLAIM_TTL)
+def finish(client: Any, key: str, crawl_id: str | None = None) -> None:
+    client.set(key, DONE, time=ttl(crawl_id))
 
 
 def bound_deliveries(client: Any, message: dramatiq.Message[Any], max_deliveries: int) -> bool:
@@ -128,7 +140,7 @@ def send_claimed(
     only the rest are added (an ``add`` is a round trip per key) and get message ids.
     The new claims are counted in the crawl's counters before anything is sent.
     """
-    keys = {url_hash(url): url for url in urls}
+    keys = {url_hash(url, crawl_id): url for url in urls}
     if not keys:
         return []
     stored = client.get_multi(list(keys))
@@ -136,7 +148,7 @@ def send_claimed(
         key: child_message_id(parent_id, url) for key, url in keys.items() if key not in stored
     }
     taken = (
-        set(client.add_multi({key: mid.encode() for key, mid in fresh.items()}, time=CLAIM_TTL))
+        set(client.add_multi({key: mid.encode() for key, mid in fresh.items()}, time=ttl(crawl_id)))
         if fresh
         else set()
     )
