@@ -39,6 +39,11 @@ def _create() -> dict[str, Any]:
         "dropped": prom.Counter(
             "crawler_links_dropped_total", "Links dropped from crawled pages as malformed."
         ),
+        "evictions": prom.Gauge(
+            "crawler_memcached_evictions",
+            "Items Memcached has evicted since it started: claims among them may be lost.",
+            multiprocess_mode="max",
+        ),
         "waits": prom.Counter(
             "crawler_rate_limit_waits_total",
             "Requests that found their host's rate spent: waited, or deferred.",
@@ -65,3 +70,7 @@ def page_read(seconds: float, size: int) -> None:
 
 def rate_limited(result: str) -> None:
     _metrics()["waits"].labels(result).inc()
+
+
+def memcached_evictions(count: int) -> None:
+    _metrics()["evictions"].set(count)

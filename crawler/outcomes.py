@@ -60,3 +60,10 @@ def summary(
         parts.append(f"{counts[CANCELLED]} cancelled")
     parts.append(f"{counts.get(FAILED, 0)} failed")
     return ", ".join(parts)
+
+
+def eviction_warning(evicted: int) -> str:
+    return (
+        f"Memcached evicted {evicted} items during this crawl: some pages may be fetched"
+        " twice; give it more memory (memcached -m)"
+    )

@@ -80,9 +80,14 @@ def free_port() -> int:
 
 
 class MemcachedProcess:
-    """A Memcached of the test's own on a free port, to stop, pause and restart."""
+    """A Memcached of the test's own on a free port, to stop, pause and restart.
 
-    def __init__(self) -> None:
+    Parameters:
+      memory_mb(int): Its ``-m``: how much it holds before it evicts (64 by default).
+    """
+
+    def __init__(self, memory_mb: int = 64) -> None:
+        self.memory_mb = memory_mb
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
@@ -93,9 +98,8 @@ class MemcachedProcess:
 
     def start(self) -> None:
         as_root = ["-u", "root"] if os.geteuid() == 0 else []
-        self.process = subprocess.Popen(
-            ["memcached", *as_root, "-l", "127.0.0.1", "-p", str(self.port)]
-        )
+        listen = ["-l", "127.0.0.1", "-p", str(self.port)]
+        self.process = subprocess.Popen(["memcached", *as_root, *listen, "-m", str(self.memory_mb)])
         wait_for_port(self.port)
 
     def stop(self) -> None:

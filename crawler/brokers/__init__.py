@@ -4,10 +4,10 @@ a worker sends or handing back the message that sent it (:mod:`.send_back`)."""
 from __future__ import annotations
 
 import dramatiq
-from dramatiq.middleware import CurrentMessage
+from dramatiq.middleware import CurrentMessage, TimeLimit
 from dramatiq.middleware.prometheus import Prometheus
 
-from crawler.brokers.send_back import BROKER_ERRORS, SendBack
+from crawler.brokers.send_back import BROKER_ERRORS, SendBack, TimeLimitOver
 from crawler.environment import number, rabbitmq_url, redis_url, uses_redis
 
 __all__ = ["BROKER_ERRORS", "SendBack", "make_broker"]
@@ -36,7 +36,13 @@ def make_broker(send_back: SendBack | None = None) -> dramatiq.Broker:
     else:
         from crawler.brokers.rabbitmq import ReturningRabbitmqBroker
 
-        broker = ReturningRabbitmqBroker(send_back=send_back, url=rabbitmq_url())
+        # Publisher confirms: a publish returns once RabbitMQ holds the message, so a
+        # message is never acknowledged on the strength of a publish lost in a crash.
+        broker = ReturningRabbitmqBroker(
+            send_back=send_back, url=rabbitmq_url(), confirm_delivery=True
+        )
     broker.add_middleware(CurrentMessage())
     broker.add_middleware(Prometheus())  # serves /metrics on port 9191 from `dramatiq` workers
+    time_limit = next(m for m in broker.middleware if isinstance(m, TimeLimit))
+    broker.add_middleware(TimeLimitOver(time_limit))  # last: its after-hook runs first
     return broker

@@ -23,16 +23,15 @@ import pika
 import redis
 from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import BrokerConnectionError, ConnectionClosed
-from dramatiq.middleware import Middleware, Retries
+from dramatiq.middleware import Middleware, Retries, TimeLimit
 
 logger = logging.getLogger("example")
 
 #: What a broker raises when it cannot take a message right now.
 BROKER_ERRORS: tuple[type[BaseException], ...] = (
     BrokerConnectionError,  # Dramatiq's ConnectionClosed and ConnectionFailed (RabbitMQ)
-    redis.ConnectionError,  # includes BusyLoadingError: Redis still loading its AOF
-    redis.TimeoutError,
-    pika.exceptions.AMQPError,
+    redis.RedisError,  # connection errors, LOADING, and MISCONF/OOM/READONLY answers
+    pika.exceptions.AMQPError,  # NackError and UnroutableError with publisher confirms
 )
 
 #: Publish attempts on RabbitMQ, each on a fresh connection after the first (as
@@ -63,10 +62,14 @@ def publish_to_queue(broker: Any, queue: str, body: bytes) -> None:
 class SendBack(Middleware):
     """Remembers the messages whose links, retry, deferral or record could not be
     sent, so that their consumer hands them back to the queue instead of
-    acknowledging (or dead-lettering) them."""
+    acknowledging (or dead-lettering) them.
+
+    A mark is kept on the delivery (the message proxy the worker holds from
+    processing to acknowledgement), not on the message id, which copies share.
+    """
 
     def __init__(self) -> None:
-        self._unsent: set[str] = set()
+        self._unsent: set[int] = set()
         self._lock = threading.Lock()
 
     def could_not_send(self, message: Any, what: str, error: BaseException) -> None:
@@ -78,15 +81,15 @@ class SendBack(Middleware):
             error,
         )
         with self._lock:
-            self._unsent.add(message.message_id)
+            self._unsent.add(id(message))
 
-    def must_come_back(self, message_id: str) -> bool:
+    def must_come_back(self, message: Any) -> bool:
         with self._lock:
-            return message_id in self._unsent
+            return id(message) in self._unsent
 
-    def came_back(self, message_id: str) -> None:
+    def came_back(self, message: Any) -> None:
         with self._lock:
-            self._unsent.discard(message_id)
+            self._unsent.discard(id(message))
 
 
 class ReliableRetries(Retries):
@@ -109,8 +112,38 @@ class ReliableRetries(Retries):
             super().after_process_message(  # type: ignore[no-untyped-call]
                 broker, message, result=result, exception=exception
             )
-        except BROKER_ERRORS as e:
+        except Exception as e:  # whatever kept the retry from the broker: it must not be lost
             self.send_back.could_not_send(message, "the retry", e)
+
+
+class TimeLimitOver(Middleware):
+    """Ends Dramatiq's time limit for a message as soon as its actor has returned.
+
+    ``TimeLimit`` stops the clock in its own after-hook, which runs after every
+    middleware added later; until then the publishes of those after-hooks (a retry,
+    a record, with their reconnects) could be interrupted half-way.  Added last, its
+    after-hook runs first.
+
+    Parameters:
+      time_limit(TimeLimit): The broker's ``TimeLimit`` middleware.
+    """
+
+    def __init__(self, time_limit: TimeLimit) -> None:
+        self.time_limit = time_limit
+
+    def after_process_message(
+        self,
+        broker: dramatiq.Broker,
+        message: Any,
+        *,
+        result: Any = None,
+        exception: BaseException | None = None,
+    ) -> None:
+        self.time_limit.after_process_message(  # type: ignore[no-untyped-call]
+            broker, message, result=result, exception=exception
+        )
+
+    after_skip_message = after_process_message
 
 
 def middleware(send_back: SendBack) -> list[Middleware]:
@@ -140,13 +173,13 @@ class ReturningConsumer(Consumer):
         return next(self.consumer)
 
     def ack(self, message: MessageProxy) -> None:
-        if self.send_back.must_come_back(message.message_id):
+        if self.send_back.must_come_back(message):
             self._hand_back(message)
         else:
             self.consumer.ack(message)
 
     def nack(self, message: MessageProxy) -> None:
-        if self.send_back.must_come_back(message.message_id):
+        if self.send_back.must_come_back(message):
             self._hand_back(message)
         else:
             self.consumer.nack(message)
@@ -164,7 +197,7 @@ class ReturningConsumer(Consumer):
             try:
                 consumer.known_tags.remove(message._tag)
             except KeyError:  # its connection died: RabbitMQ requeued it already
-                self.send_back.came_back(message.message_id)
+                self.send_back.came_back(message)
                 return
             # If the connection is gone, RabbitMQ requeued the message with it.
             with suppress(pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError):
@@ -174,7 +207,7 @@ class ReturningConsumer(Consumer):
         else:  # Redis: from this worker's acknowledgements back onto the queue
             try:
                 consumer.broker.do_requeue(consumer.queue_name, message.options["redis_message_id"])
-            except redis.ConnectionError as e:
+            except redis.RedisError as e:  # Dramatiq retries it, as an ack, until Redis answers
                 raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
             consumer.queued_message_ids.discard(message.message_id)
-        self.send_back.came_back(message.message_id)
+        self.send_back.came_back(message)

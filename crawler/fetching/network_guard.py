@@ -18,13 +18,17 @@ from urllib.parse import urlsplit
 from crawler.errors import PermanentError
 
 
-@lru_cache(maxsize=4096)
 def is_public(host: str) -> bool:
     """True when every address ``host`` resolves to is globally routable."""
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        return _resolves_public(host)
     except OSError:
-        return True  # unresolvable: the fetch itself will fail with a clear error
+        return True  # unresolvable: the fetch itself fails with a clear error (not cached)
+
+
+@lru_cache(maxsize=4096)  # only answers are cached: an exception never is
+def _resolves_public(host: str) -> bool:
+    addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
     return all(ipaddress.ip_address(str(address).split("%")[0]).is_global for address in addresses)
 
 

@@ -11,6 +11,7 @@ off by one) and the URL stays claimed rather than done.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,6 @@ import pylibmc
 from dramatiq.middleware import CurrentMessage, Retries
 
 from crawler import metrics
-from crawler.brokers.send_back import BROKER_ERRORS
 from crawler.following.records import Record, Recorder
 from crawler.frontier import claims, counters
 from crawler.options import CrawlOptions
@@ -31,6 +31,8 @@ OnRecord = Callable[[Record, Any], None]
 #: Called with the message, what could not be sent, and the broker's error.
 Unsent = Callable[[Any, str, BaseException], None]
 logger = logging.getLogger("example")
+#: Seconds between two readings of Memcached's evictions for the metric, per process.
+EVICTION_CHECK = 5.0
 
 
 def keep_books(
@@ -79,6 +81,8 @@ def settle(
       on_unsent(Callable): Told of a record the broker refused (with ``publish``).
     """
 
+    next_eviction_check = [0.0]  # the metric is read from Memcached's stats now and then
+
     def on_record(record: Record, message: Any) -> None:
         options = CrawlOptions.from_message(message.kwargs.get("options"))
         outcome = record["outcome"]
@@ -87,7 +91,7 @@ def settle(
             assert options.crawl_id is not None
             try:
                 publish(options.crawl_id, record)
-            except BROKER_ERRORS as e:
+            except Exception as e:  # whatever kept the record from the broker
                 if on_unsent is None:
                     raise
                 on_unsent(message, "the record", e)
@@ -99,6 +103,11 @@ def settle(
                 if outcome in OWN_ENDINGS:
                     key = claims.url_hash(record["url"], options.crawl_id)
                     claims.finish(client, key, options.crawl_id)
+                if time.monotonic() >= next_eviction_check[0]:
+                    evictions = counters.memcached_evictions(client)
+                    if evictions is not None:
+                        metrics.memcached_evictions(evictions)
+                    next_eviction_check[0] = time.monotonic() + EVICTION_CHECK
         except pylibmc.Error as e:
             # The message is over either way; only its bookkeeping is lost.
             logger.warning(

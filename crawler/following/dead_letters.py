@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import dramatiq
+import pika
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import q_name, xq_name
 
@@ -104,7 +105,11 @@ def _visit_rabbitmq(
     send_again: SendAgain | None,
 ) -> list[Message]:
     broker.declare_queue(queue, ensure=True)  # and its dead-letter queue
-    channel = broker.channel
+    # A connection of its own: the replays' enqueue may replace the broker's thread
+    # connection on a hiccup, and the dead letters taken must be acknowledged where
+    # they were taken.
+    connection = pika.BlockingConnection(broker.parameters)
+    channel = connection.channel()
     found = []
     try:
         while True:
@@ -119,5 +124,5 @@ def _visit_rabbitmq(
                 channel.basic_ack(method.delivery_tag)
             found.append(message)
     finally:
-        del broker.connection  # every dead letter not acknowledged goes back to the queue
+        connection.close()  # every dead letter not acknowledged goes back to the queue
     return found

@@ -10,7 +10,15 @@ from collections import Counter
 from typing import TextIO
 
 from crawler.following.records import Record
-from crawler.outcomes import CRAWLED, FAILED, NOT_FINAL, RETRYING, fetched, summary
+from crawler.outcomes import (
+    CRAWLED,
+    FAILED,
+    NOT_FINAL,
+    RETRYING,
+    eviction_warning,
+    fetched,
+    summary,
+)
 
 #: Seconds between plain progress lines when the output is not a terminal.
 LINE_INTERVAL = 5.0
@@ -28,6 +36,8 @@ class Progress:
         self.failures: list[Record] = []
         #: Services the progress waits for, down or restarting: "RabbitMQ", "Memcached".
         self.waiting_for: set[str] = set()
+        #: Items Memcached evicted since the crawl began, when it says so.
+        self.evicted = 0
         self._waiting_shown: set[str] = set()
         self._lock = threading.Lock()
         self._last_line = self.started
@@ -54,6 +64,8 @@ class Progress:
             f"{fetched(self.counts) / elapsed:.1f} pages/s, "
             f"{self.counts[RETRYING] + self.counts[FAILED]} errors"
         )
+        if self.evicted:
+            line += f", Memcached evicted {self.evicted} items"
         for service in sorted(self.waiting_for):
             line += f", waiting for {service}..."
         return line
@@ -88,6 +100,8 @@ class Progress:
             verb = "Interrupted" if interrupted else "Finished"
             lines = [f"{verb} after {elapsed:.1f}s: {summary(self.counts, rate=rate)}."]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
+            if self.evicted:
+                lines.append(eviction_warning(self.evicted))
             return "\n".join(lines)
 
 

@@ -17,8 +17,6 @@ from collections.abc import Generator
 from typing import Any
 
 import dramatiq
-import pika
-import redis
 from dramatiq.brokers.redis import RedisBroker
 
 from crawler.brokers.send_back import publish_to_queue
@@ -155,5 +153,5 @@ class Reader:
                 client.delete(_reader_key(self.crawl_id), self.queue)
             else:
                 self.broker.channel.queue_delete(self.queue)  # type: ignore[attr-defined]
-        except (pika.exceptions.AMQPError, redis.RedisError, OSError):
+        except Exception:
             pass

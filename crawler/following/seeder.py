@@ -19,10 +19,19 @@ from crawler.following.progress import Progress
 from crawler.following.records import RecordFile
 from crawler.frontier import counters
 from crawler.options import CrawlOptions
-from crawler.outcomes import CANCELLED, DEFERRED, RETRYING, WRITTEN, summary
+from crawler.outcomes import (
+    CANCELLED,
+    DEFERRED,
+    RETRYING,
+    WRITTEN,
+    eviction_warning,
+    summary,
+)
 
 #: Seconds each wait for records lasts before the counters are read again.
 POLL = 0.5
+#: Seconds between two looks at Memcached's evictions while waiting.
+EVICTION_CHECK = 2.0
 
 
 def seed(
@@ -50,6 +59,8 @@ def seed(
     try:
         with pool.reserve() as client:
             counters.start(client, crawl_id, len(urls))
+            if not adding:
+                counters.note_evictions_at_start(client, crawl_id)
         seeds = [actor.send_with_options(args=(url,), kwargs=kwargs).message_id for url in urls]
     except BaseException:
         if reader is not None:
@@ -84,6 +95,7 @@ def follow(
     expected: set[str] = set(seeds)
     ended: set[str] = set()
     interrupted = False
+    next_eviction_check = 0.0
     try:
         while not expected <= ended:
             try:
@@ -109,6 +121,10 @@ def follow(
                 continue
             try:
                 figures = _figures(pool, crawl_id)
+                if time.monotonic() >= next_eviction_check:
+                    with pool.reserve() as client:
+                        progress.evicted = counters.evicted_during(client, crawl_id)
+                    next_eviction_check = time.monotonic() + EVICTION_CHECK
             except pylibmc.Error:
                 progress.waiting_for.add("Memcached")
             else:
@@ -146,6 +162,10 @@ def status(pool: Any, crawl_id: str) -> int:
         f"{figures[counters.OUTSTANDING]} outstanding, "
         f"{figures[RETRYING]} failed attempts retried, {figures[DEFERRED]} rate-limit deferrals."
     )
+    with pool.reserve() as client:
+        evicted = counters.evicted_during(client, crawl_id)
+    if evicted:
+        print(eviction_warning(evicted))
     return 0
 
 

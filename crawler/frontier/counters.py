@@ -21,6 +21,8 @@ COUNTER_TTL = 7 * 24 * 3600
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
 #: 1 once ``--cancel`` asked for the crawl to end.
 CANCEL_REQUESTED = "cancel-requested"
+#: Memcached's ``evictions`` when the crawl was seeded.
+EVICTIONS_AT_START = "evictions-at-start"
 #: The counters kept in Memcached.
 STORED = (DISCOVERED, *ENDINGS, RETRYING, DEFERRED)
 #: Every figure of a crawl.
@@ -85,3 +87,28 @@ def read(client: Any, crawl_id: str) -> dict[str, int] | None:
     figures = {name: int(found.get(_key(crawl_id, name), 0)) for name in NAMES[1:]}
     figures[OUTSTANDING] = figures[DISCOVERED] - sum(figures[name] for name in ENDINGS)
     return figures
+
+
+def memcached_evictions(client: Any) -> int | None:
+    """Items Memcached has evicted since it started, over all its servers; None for a
+    store that evicts nothing (the in-memory one of ``--local``)."""
+    get_stats = getattr(client, "get_stats", None)
+    if get_stats is None:
+        return None
+    return sum(int(stats.get("evictions", 0)) for _server, stats in get_stats())
+
+
+def note_evictions_at_start(client: Any, crawl_id: str) -> None:
+    evictions = memcached_evictions(client)
+    if evictions is not None:
+        client.set(_key(crawl_id, EVICTIONS_AT_START), evictions, time=COUNTER_TTL)
+
+
+def evicted_during(client: Any, crawl_id: str) -> int:
+    """Items Memcached evicted since the crawl was seeded: any of them may have been one
+    of its claims, so a page may be fetched twice (0 when unknown)."""
+    start = client.get(_key(crawl_id, EVICTIONS_AT_START))
+    now = memcached_evictions(client)
+    if start is None or now is None:
+        return 0
+    return max(now - int(start), 0)  # a restarted Memcached counts from 0 again
