@@ -19,6 +19,11 @@ from tests.workers import WorkerProcesses, environment, seed
 WARNING = "items during this crawl: some pages may be fetched twice; give it more memory"
 
 
+def read_metrics() -> str:
+    with urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10) as response:
+        return str(response.read().decode())
+
+
 def test_evictions_during_a_crawl_are_said_by_wait_status_and_the_metric(
     site: SiteServer, rabbitmq_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -39,8 +44,10 @@ def test_evictions_during_a_crawl_are_said_by_wait_status_and_the_metric(
         while WARNING not in (status := seed(env, "--status", crawl_id)).stdout:
             assert time.monotonic() < deadline, status.stdout
             time.sleep(1)
-        with urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10) as response:
-            metrics = response.read().decode()
+        # Each worker process reads Memcached's stats for the metric every few seconds.
+        while metric(metrics := read_metrics(), "crawler_memcached_evictions") == 0:
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.5)
         assert seed(env, "--cancel", crawl_id).returncode == 0
         stdout, stderr = waiting.communicate(timeout=120)
     finally:
