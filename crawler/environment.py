@@ -38,6 +38,11 @@ def rabbitmq_url() -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
+def publish_confirms() -> bool:
+    """``CRAWLER_PUBLISH_CONFIRMS=1``: RabbitMQ publishes wait for the broker's confirm."""
+    return os.getenv("CRAWLER_PUBLISH_CONFIRMS") == "1"
+
+
 def redis_url() -> str:
     return os.getenv("REDIS_URL") or DEFAULT_REDIS_URL
 

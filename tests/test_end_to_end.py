@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from crawler.brokers import make_broker
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.workers import WorkerProcesses, environment, queued_messages, seed
 
@@ -36,3 +37,22 @@ def test_workers_fetch_every_page_of_a_site_exactly_once(
     assert workers.count("Crawling '") == PAGES
     assert workers.count("already been visited") == 0
     assert workers.count("Traceback") == 0
+
+
+def test_with_publisher_confirms_a_waited_crawl_fetches_every_page_once(
+    site: SiteServer, rabbitmq_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = environment(**rabbitmq_env, CRAWLER_PUBLISH_CONFIRMS="1")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert make_broker().confirm_delivery is True  # type: ignore[attr-defined]
+    site.pages.update(generate_site(site.base_url, pages=60, links_per_page=5))
+    workers = WorkerProcesses(env, processes=1, threads=4)
+    try:
+        waited = seed(env, site.url(page_path(0)), "--wait")
+    finally:
+        assert workers.stop() == 0
+
+    assert waited.returncode == 0, waited.stderr
+    assert "60 pages fetched" in waited.stdout
+    assert site.fetch_counts() == {page_path(i): 1 for i in range(60)}
