@@ -10,6 +10,15 @@ from __future__ import annotations
 
 import dramatiq
 
+#: Characters of a URL quoted in an error or log message.
+SHOWN_URL = 100
+
+
+def shown(url: str) -> str:
+    """``url`` as messages quote it: cut to ``SHOWN_URL`` characters, as a page may hold
+    links (or a server redirect to URLs) of any length."""
+    return url if len(url) <= SHOWN_URL else url[: SHOWN_URL - 3] + "..."
+
 
 class PermanentError(Exception):
     """Retrying cannot help: a 4xx answer, a bad URL, a redirect loop, a page too large.

@@ -15,7 +15,7 @@ from requests.utils import requote_uri
 
 from crawler import metrics
 from crawler.environment import Limits
-from crawler.errors import PermanentError, TransientError
+from crawler.errors import PermanentError, TransientError, shown
 from crawler.fetching.network_guard import check_hop
 from crawler.links.canonical import canonical_url
 
@@ -38,8 +38,6 @@ _PERMANENT_REQUEST_ERRORS = (
 _NO_SUCH_HOST = frozenset(
     code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
 )
-#: Characters of a URL quoted in an error message.
-SHOWN_URL = 100
 
 
 @dataclass
@@ -88,7 +86,7 @@ def fetch(
             url = requote_uri(urljoin(response.url, target))
             canonical_url(url)  # refuses the ports and host names no server can have
         except ValueError as e:
-            raise PermanentError(f"a redirect to a malformed URL {_shown(target)!r}: {e}") from e
+            raise PermanentError(f"a redirect to a malformed URL {shown(target)!r}: {e}") from e
         if urlsplit(url).scheme not in ("http", "https"):
             raise PermanentError(f"InvalidSchema: a redirect to {url!r}")
     else:
@@ -139,7 +137,7 @@ def _get(
             ) from e
         raise TransientError(f"{type(e).__name__}: {e}") from e
     except ValueError as e:  # UnicodeError too: say, a host name IDNA cannot encode
-        raise PermanentError(f"cannot request {_shown(url)!r}: {type(e).__name__}: {e}") from e
+        raise PermanentError(f"cannot request {shown(url)!r}: {type(e).__name__}: {e}") from e
 
 
 def _lookup_failure(error: BaseException) -> socket.gaierror | None:
@@ -156,10 +154,6 @@ def _lookup_failure(error: BaseException) -> socket.gaierror | None:
         seen.add(id(cause))
         cause = cause.__cause__ or cause.__context__ or getattr(cause, "reason", None)
     return None
-
-
-def _shown(url: str) -> str:
-    return url if len(url) <= SHOWN_URL else url[: SHOWN_URL - 3] + "..."
 
 
 def _send_get(

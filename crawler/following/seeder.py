@@ -50,11 +50,8 @@ def seed(
     ``adding``: the crawl exists already (``--crawl-id``), 2 when it is unknown."""
     crawl_id = options.crawl_id
     assert crawl_id is not None
-    if adding:
-        with pool.reserve() as client:
-            if counters.read(client, crawl_id) is None:
-                print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
-                return 2
+    if adding and _figures(pool, crawl_id, required=False) is None:
+        return _unknown(crawl_id)
     reader = record_queue.Reader(actor.broker, crawl_id) if wait else None
     try:
         with pool.reserve() as client:
@@ -151,8 +148,7 @@ def status(pool: Any, crawl_id: str) -> int:
     """Print a crawl's figures; 2 when the crawl is unknown."""
     figures = _figures(pool, crawl_id, required=False)
     if figures is None:
-        print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
-        return 2
+        return _unknown(crawl_id)
     state = "finished" if figures[counters.OUTSTANDING] <= 0 else "running"
     if figures[counters.CANCEL_REQUESTED]:
         state = f"cancelled ({state})"
@@ -172,10 +168,9 @@ def status(pool: Any, crawl_id: str) -> int:
 def cancel(pool: Any, crawl_id: str) -> int:
     """``--cancel``: the crawl's messages end without a fetch from now on; 2 when the
     crawl is unknown."""
+    if _figures(pool, crawl_id, required=False) is None:
+        return _unknown(crawl_id)
     with pool.reserve() as client:
-        if counters.read(client, crawl_id) is None:
-            print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
-            return 2
         counters.cancel(client, crawl_id)
     print(
         f"crawl {crawl_id} cancelled: its queued and retrying URLs end without a fetch; "
@@ -204,6 +199,12 @@ def dead_letters(
     else:
         print(f"{len(messages)} dead-lettered URL(s) of {whose}")
     return 0
+
+
+def _unknown(crawl_id: str) -> int:
+    """Say that no crawl ``crawl_id`` is known: exit code 2."""
+    print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
+    return 2
 
 
 def _figures(pool: Any, crawl_id: str, *, required: bool = True) -> Any:

@@ -10,6 +10,7 @@ import logging
 from typing import Any, NamedTuple
 
 from crawler import metrics
+from crawler.errors import shown
 from crawler.links.canonical import canonical_url
 from crawler.options import CrawlOptions
 
@@ -17,8 +18,6 @@ logger = logging.getLogger("example")
 
 #: Dropped links named in a page's warning; the rest are counted.
 DROPPED_SHOWN = 5
-#: Characters of a dropped link shown in the warning.
-DROPPED_WIDTH = 100
 
 
 class Dropped(NamedTuple):
@@ -57,20 +56,16 @@ def report_dropped(page_url: str, dropped: list[Dropped]) -> int:
     if not dropped:
         return 0
     metrics.links_dropped(len(dropped))
-    shown = ", ".join(f"{_shorten(link)!r} ({reason})" for link, reason in dropped[:DROPPED_SHOWN])
+    named = ", ".join(f"{shown(link)!r} ({reason})" for link, reason in dropped[:DROPPED_SHOWN])
     more = len(dropped) - DROPPED_SHOWN
     logger.warning(
         "Dropped %d malformed link(s) on %r: %s%s.",
         len(dropped),
         page_url,
-        shown,
+        named,
         f", and {more} more" if more > 0 else "",
     )
     return len(dropped)
-
-
-def _shorten(link: str) -> str:
-    return link if len(link) <= DROPPED_WIDTH else link[: DROPPED_WIDTH - 3] + "..."
 
 
 def child_arguments(depth: int, options: dict[str, Any] | None, via_public: bool) -> dict[str, Any]:
