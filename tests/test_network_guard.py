@@ -3,6 +3,8 @@ whether a fetch was public belongs to that fetch alone, never to the next messag
 
 from __future__ import annotations
 
+import socket
+
 import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
@@ -65,3 +67,19 @@ def test_a_public_crawl_on_a_worker_thread_does_not_refuse_the_next_crawls_intra
 
     assert site.fetch_counts() == {"/public.html": 1, "/robots.txt": 1, "/intranet.html": 1}
     assert stub_broker.dead_letters == []
+
+
+def test_a_failed_lookup_is_not_remembered_as_public(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers: list[object] = [OSError("temporary DNS failure"), [(2, 1, 6, "", ("10.0.0.7", 0))]]
+
+    def getaddrinfo(host: str, port: object) -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    host = "flaky-dns.intranet.test"
+
+    assert network_guard.is_public(host) is True  # unresolvable: the fetch says why
+    assert network_guard.is_public(host) is False  # the next lookup is asked again
