@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import prometheus_client
 import pytest
@@ -32,6 +33,7 @@ from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions
 from tests import faults
 from tests.site_server import Page, SiteServer, html
+from tests.support import read_records
 from tests.workers import PROJECT_ROOT, environment, queued_messages, seed
 
 #: Worker settings that keep these runs short; the defaults users get are untouched.
@@ -161,19 +163,22 @@ def test_a_warning_names_the_first_few_dropped_links_and_counts_the_rest(
     ids=["upstream links", "follow-relative"],
 )
 def test_a_page_with_malformed_links_among_good_ones_is_crawled_once_with_all_its_good_links(
-    flags: list[str], hrefs: list[str], warning: str, site: SiteServer
+    flags: list[str], hrefs: list[str], warning: str, site: SiteServer, tmp_path: Path
 ) -> None:
     good = [site.url("/a.html"), site.url("/b.html"), site.url("/c.html")]
     site.pages["/"] = html(good[0], hrefs[0], good[1], hrefs[1], hrefs[2], good[2])
     for path in ("/a.html", "/b.html", "/c.html"):
         site.pages[path] = html()
+    output = tmp_path / "records.jsonl"
 
-    result = crawl_locally(site.url("/"), *flags)
+    result = crawl_locally(site.url("/"), *flags, "--output", str(output))
 
     assert site.fetch_counts() == {"/": 1, "/a.html": 1, "/b.html": 1, "/c.html": 1}
     assert result.returncode == 0, result.stderr
     assert f"Dropped 3 malformed link(s) on {site.url('/')!r}: {warning}" in result.stderr
     assert ": 4 pages fetched" in result.stdout and "0 failed." in result.stdout
+    dropped = {r["url"]: r.get("dropped_links") for r in read_records(output)}
+    assert dropped == {site.url("/"): 3, **dict.fromkeys(good, None)}
 
 
 # Item 4: invalid ports are refused, not rewritten; so are impossible host names.

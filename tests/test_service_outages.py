@@ -283,6 +283,7 @@ def test_dead_lettered_urls_are_listed_and_one_replay_fetches_them_again(
         crawl_id = crawl_id_of(stdout)
         assert "1 failed." in stdout
         listed = seed(env, "--dead-letters", crawl_id)
+        every_crawl = seed(env, "--dead-letters", "all")
         nothing_of_another = seed(env, "--dead-letters", "f" * 32)
         replayed = seed(env, "--replay", crawl_id)
         workers.wait_until(lambda: site.fetched(["/behind.html"]))
@@ -297,6 +298,8 @@ def test_dead_lettered_urls_are_listed_and_one_replay_fetches_them_again(
     assert listed.stdout.splitlines()[0].startswith(f"{down} (4 attempts; last retried for: ")
     assert "HTTP 503 Service Unavailable" in listed.stdout
     assert listed.stdout.splitlines()[-1] == f"1 dead-lettered URL(s) of crawl {crawl_id}"
+    assert down in every_crawl.stdout
+    assert every_crawl.stdout.splitlines()[-1] == "1 dead-lettered URL(s) of every crawl"
     assert nothing_of_another.stdout.strip().endswith("0 dead-lettered URL(s) of crawl " + "f" * 32)
     assert replayed.returncode == 0
     assert (
