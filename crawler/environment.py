@@ -5,6 +5,7 @@ Every name here is documented in the README's configuration table.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -106,6 +107,30 @@ def limits_from_environment() -> Limits:
             f"CRAWLER_FETCH_DEADLINE must be below the actor's {ACTOR_TIME_LIMIT:g}s time limit"
         )
     return limits
+
+
+@dataclass(frozen=True)
+class Lifetimes:
+    """How long a crawl's entries live in the dedup store, in seconds.
+
+    Parameters:
+      claim(int): A URL's claim, its delivery count and its message's ``ended`` mark
+        (``CRAWLER_CLAIM_TTL``); after it the crawl's journal answers for the URL.
+      grace(int): A crawl's journal and counters after the last time a worker or a
+        waiting seeder touched them (``CRAWLER_CRAWL_GRACE``): they are refreshed while
+        the crawl goes on, and a finished or cancelled crawl's expire this long after.
+    """
+
+    claim: int = 3600
+    grace: int = 7 * 24 * 3600
+
+
+def lifetimes_from_environment() -> Lifetimes:
+    defaults = Lifetimes()
+    return Lifetimes(
+        claim=math.ceil(number("CRAWLER_CLAIM_TTL", defaults.claim)),
+        grace=math.ceil(number("CRAWLER_CRAWL_GRACE", defaults.grace)),
+    )
 
 
 def number(name: str, default: float) -> float:

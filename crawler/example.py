@@ -26,6 +26,7 @@ from crawler import local_mode, options
 from crawler.brokers import BROKER_ERRORS, SendBack, make_broker
 from crawler.environment import (
     broker_address,
+    lifetimes_from_environment,
     limits_from_environment,
     memcached_behaviors,
     memcached_servers,
@@ -53,12 +54,14 @@ rate_limits_backend: RateLimiterBackend = MemcachedBackend(
 anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()
+lifetimes = lifetimes_from_environment()
 
 send_back = SendBack()
 broker = make_broker(send_back)
 keep_books(
     broker,
     memcache_pool,
+    lifetimes,
     publish=partial(record_queue.publish, broker),
     on_unsent=send_back.could_not_send,
 )
@@ -92,17 +95,16 @@ def crawl(
 ) -> Record:
     crawl_options = CrawlOptions.from_message(options)
     message = claims.current_message(crawl, url)
-    url_hash = claims.url_hash(url, crawl_options.crawl_id)
     with memcache_pool.reserve() as client:
-        added = claims.claim(client, url_hash, message.message_id, crawl_options.crawl_id)
+        added = claims.claim(client, url, message.message_id, crawl_options.crawl_id, lifetimes)
         if added == claims.CANCELLED:
             logger.warning("Skipping URL %r since its crawl was cancelled.", url)
             return records.skipped_record(url, CANCELLED)
         if added == claims.TAKEN:
             logger.warning("URL %r has already been visited. Skipping...", url)
             return records.skipped_record(url, DUPLICATE)
-        first_delivery = claims.bound_deliveries(client, message, limits.max_deliveries)
-        if politeness.over_budget(client, crawl_options, first_delivery):
+        first_delivery = claims.bound_deliveries(client, message, limits.max_deliveries, lifetimes)
+        if politeness.over_budget(client, crawl_options, first_delivery, lifetimes.grace):
             logger.warning("Skipping URL %r since the crawl's page budget is spent.", url)
             return records.skipped_record(url, OVER_BUDGET)
 
@@ -150,6 +152,7 @@ def crawl(
             links,
             kwargs,
             crawl_options.crawl_id,
+            lifetimes,
             first_delivery=first_delivery,
         )
     if anchors is not None:
@@ -205,7 +208,7 @@ def main(args: list[str]) -> int:
     if arguments.status:
         return reach_services(lambda: seeder.status(memcache_pool, arguments.status))
     if arguments.cancel:
-        return reach_services(lambda: seeder.cancel(memcache_pool, arguments.cancel))
+        return reach_services(lambda: seeder.cancel(memcache_pool, arguments.cancel, lifetimes))
     if arguments.dead_letters or arguments.replay:
         return reach_services(
             lambda: seeder.dead_letters(
@@ -229,6 +232,7 @@ def main(args: list[str]) -> int:
         return local_mode.run(
             crawl,
             memcache_pool,
+            lifetimes,
             arguments.urls,
             kwargs,
             threads=arguments.threads or 8,
@@ -244,6 +248,7 @@ def main(args: list[str]) -> int:
         lambda: seeder.seed(
             crawl,
             memcache_pool,
+            lifetimes,
             arguments.urls,
             kwargs,
             crawl_options,

@@ -16,6 +16,7 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.errors import QueueJoinTimeout
 from dramatiq.rate_limits.backends import StubBackend
 
+from crawler.environment import Lifetimes
 from crawler.following.bookkeeping import keep_books
 from crawler.following.progress import Progress, ProgressLogHandler
 from crawler.following.records import Record, RecordFile
@@ -31,6 +32,7 @@ STOP_TIMEOUT_MS = 3000
 def run(
     actor: dramatiq.Actor[Any, Any],
     pool: Any,
+    lifetimes: Lifetimes,
     urls: list[str],
     kwargs: dict[str, Any],
     *,
@@ -39,7 +41,8 @@ def run(
     verbose: bool,
 ) -> int:
     """Crawl from ``urls`` with ``actor`` until nothing is left; 0 when no URL failed
-    for good.  ``pool`` is the in-memory store the actor uses."""
+    for good.  ``pool`` is the in-memory store the actor uses, ``lifetimes`` its
+    entries' (as the actor's)."""
     progress = Progress()
     _log_through(progress, logging.INFO if verbose else logging.WARNING)
 
@@ -49,7 +52,7 @@ def run(
             output.write(record)
 
     broker = StubBroker()
-    keep_books(broker, pool, also=keep, on_discover=progress.discover)
+    keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
     broker.declare_actor(actor)
     actor.broker = broker
     dramatiq.set_broker(broker)

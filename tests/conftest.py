@@ -33,7 +33,7 @@ def memcached() -> Iterator[pylibmc.Client]:
 def stub_broker(memcached: pylibmc.Client) -> Iterator[StubBroker]:
     """The real ``crawl`` actor, bound to a StubBroker for the test."""
     broker = StubBroker()
-    keep_books(broker, example.memcache_pool)
+    keep_books(broker, example.memcache_pool, example.lifetimes)
     broker.emit_after("process_boot")
     original = example.crawl.broker
     broker.declare_actor(example.crawl)

@@ -10,8 +10,10 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
+from crawler.environment import Lifetimes
 from crawler.errors import PermanentError
-from crawler.frontier import claims, counters
+from crawler.frontier import claims, counters, journal
+from crawler.frontier.digests import owner_token, url_digest
 
 URLS = [f"http://127.0.0.1:1/page/{i}.html" for i in range(5)]
 
@@ -20,9 +22,19 @@ def queued(broker: StubBroker) -> list[dramatiq.Message[Any]]:
     return [dramatiq.Message.decode(body) for body in broker.queues[example.crawl.queue_name].queue]
 
 
+LIFETIMES = Lifetimes()
+
+
 def send(client: pylibmc.Client, parent: str, *, first_delivery: bool = True) -> list[str]:
     return claims.send_claimed(
-        client, example.crawl, parent, URLS, {"depth": 1}, "crawl-1", first_delivery=first_delivery
+        client,
+        example.crawl,
+        parent,
+        URLS,
+        {"depth": 1},
+        "crawl-1",
+        LIFETIMES,
+        first_delivery=first_delivery,
     )
 
 
@@ -39,7 +51,7 @@ def test_send_claimed_sends_only_unclaimed_links_and_counts_them(
     assert [m.message_id for m in queued(stub_broker)] == expected
     assert [m.args[0] for m in queued(stub_broker)] == [URLS[0], URLS[2], URLS[4]]
     for i, message_id in zip((0, 2, 4), expected, strict=True):
-        assert memcached.get(claims.url_hash(URLS[i], "crawl-1")) == message_id.encode()
+        assert memcached.get(claims.url_hash(URLS[i], "crawl-1")) == owner_token(message_id)
     assert counters.read(memcached, "crawl-1")[counters.DISCOVERED] == 3  # type: ignore[index]
     # Another page linking to the same URLs sends nothing: all are claimed now.
     assert send(memcached, "parent-2") == []
@@ -71,7 +83,7 @@ class Delivery:
 def test_deliveries_of_one_attempt_are_bounded(memcached: pylibmc.Client, broker: str) -> None:
     def deliver(nth: int) -> bool:
         redelivered = (nth > 1) if broker == "rabbitmq" else None
-        return claims.bound_deliveries(memcached, Delivery(redelivered), max_deliveries=3)  # type: ignore[arg-type]
+        return claims.bound_deliveries(memcached, Delivery(redelivered), 3, LIFETIMES)  # type: ignore[arg-type]
 
     assert deliver(1) is True
     assert deliver(2) is False
@@ -79,4 +91,47 @@ def test_deliveries_of_one_attempt_are_bounded(memcached: pylibmc.Client, broker
     with pytest.raises(PermanentError, match="delivered 4 times"):
         deliver(4)
     # A retry is a new attempt with its own count, and not a first delivery.
-    assert claims.bound_deliveries(memcached, Delivery(False, retries=1), 3) is False  # type: ignore[arg-type]
+    assert claims.bound_deliveries(memcached, Delivery(False, retries=1), 3, LIFETIMES) is False  # type: ignore[arg-type]
+
+
+def test_when_claims_are_gone_the_journal_says_who_owns_each_url(
+    memcached: pylibmc.Client, stub_broker: StubBroker
+) -> None:
+    first = send(memcached, "parent-1")
+    # The claims expire (CRAWLER_CLAIM_TTL) or are evicted; the journal stays.
+    for url in URLS:
+        memcached.delete(claims.url_hash(url, "crawl-1"))
+
+    assert send(memcached, "parent-2") == []
+    assert send(memcached, "parent-1", first_delivery=False) == first
+    owner, stranger = first[2], claims.child_message_id("parent-2", URLS[2])
+    assert claims.claim(memcached, URLS[2], stranger, "crawl-1", LIFETIMES) == claims.TAKEN
+    assert claims.claim(memcached, URLS[2], owner, "crawl-1", LIFETIMES) == claims.OWNED
+    assert counters.read(memcached, "crawl-1")[counters.DISCOVERED] == len(URLS)  # type: ignore[index]
+
+
+def test_a_seed_claimed_by_its_consumer_is_journaled_too(memcached: pylibmc.Client) -> None:
+    assert claims.claim(memcached, URLS[0], "seed-1", "crawl-1", LIFETIMES) == claims.OWNED
+    memcached.delete(claims.url_hash(URLS[0], "crawl-1"))
+
+    assert claims.claim(memcached, URLS[0], "seed-2", "crawl-1", LIFETIMES) == claims.TAKEN
+    assert claims.claim(memcached, URLS[0], "seed-1", "crawl-1", LIFETIMES) == claims.OWNED
+    # Another crawl has claims of its own.
+    assert claims.claim(memcached, URLS[0], "seed-2", "crawl-2", LIFETIMES) == claims.OWNED
+
+
+def test_journal_entries_of_many_urls_spread_over_buckets_and_read_back(
+    memcached: pylibmc.Client,
+) -> None:
+    digests = {url_digest(f"http://h/{i}", "c"): owner_token(f"m{i}") for i in range(3000)}
+    half = dict(list(digests.items())[:1500])
+    journal.write(memcached, "c", half, ttl=60)
+    journal.write(memcached, "c", {d: o for d, o in digests.items() if d not in half}, ttl=60)
+    # A second entry for a URL (a claim made again after a loss) never hides the first.
+    some = next(iter(digests))
+    journal.write(memcached, "c", {some: owner_token("late")}, ttl=60)
+
+    assert journal.owners(memcached, "c", digests) == digests
+    assert journal.owners(memcached, "c", [url_digest("http://h/nope", "c")]) == {}
+    stored = memcached.get_multi(journal.keys("c"))
+    assert sum(map(len, stored.values())) == (len(digests) + 1) * journal.ENTRY

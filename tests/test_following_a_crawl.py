@@ -13,6 +13,7 @@ import pytest
 from crawler import example
 from crawler.brokers import make_broker
 from crawler.following import record_queue, seeder
+from crawler.frontier.keep_alive import KeepAlive
 from tests.site_server import SiteServer, generate_site, html, page_path
 from tests.support import FAST_FAILURES, crawl_id_of, metric, read_records, wait_for_crawl
 from tests.workers import WorkerProcesses, environment, queued_messages, seed
@@ -132,7 +133,8 @@ def test_wait_ends_on_the_crawls_last_record_without_reading_on(memcached: objec
     )
 
     pool = example.memcache_pool
-    exit_code = seeder.follow(pool, uuid.uuid4().hex, ["seed"], reader, output=None)  # type: ignore[arg-type]
+    crawl_id, keep_alive = uuid.uuid4().hex, KeepAlive(grace=60)
+    exit_code = seeder.follow(pool, crawl_id, ["seed"], reader, None, keep_alive)  # type: ignore[arg-type]
 
     assert exit_code == 0 and reader.closed
 

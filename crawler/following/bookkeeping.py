@@ -20,8 +20,10 @@ import pylibmc
 from dramatiq.middleware import CurrentMessage, Retries
 
 from crawler import metrics
+from crawler.environment import Lifetimes
 from crawler.following.records import Record, Recorder
 from crawler.frontier import claims, counters
+from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
 from crawler.outcomes import NOT_FINAL, OWN_ENDINGS
 
@@ -38,6 +40,7 @@ EVICTION_CHECK = 5.0
 def keep_books(
     broker: dramatiq.Broker,
     pool: Any,
+    lifetimes: Lifetimes,
     *,
     publish: Publish | None = None,
     on_unsent: Unsent | None = None,
@@ -52,6 +55,7 @@ def keep_books(
     Parameters:
       broker(dramatiq.Broker): The broker the ``crawl`` actor is declared on.
       pool(Any): The dedup store's pool (Memcached, or memory in ``--local``).
+      lifetimes(Lifetimes): How long the crawl's entries live in it.
       publish(Callable): Sends a record to the crawl's waiting seeder, or None.
       on_unsent(Callable): Told of a record the broker refused.
       also(Callable): Sees each record first (``--local``'s progress and output).
@@ -59,7 +63,7 @@ def keep_books(
     """
     if not any(isinstance(m, CurrentMessage) for m in broker.middleware):
         broker.add_middleware(CurrentMessage())
-    settle_record = settle(pool, publish, on_unsent)
+    settle_record = settle(pool, lifetimes, publish, on_unsent)
 
     def on_record(record: Record, message: Any) -> None:
         if also is not None:
@@ -71,17 +75,20 @@ def keep_books(
 
 
 def settle(
-    pool: Any, publish: Publish | None, on_unsent: Unsent | None = None
+    pool: Any, lifetimes: Lifetimes, publish: Publish | None, on_unsent: Unsent | None = None
 ) -> Callable[[Record, Any], None]:
     """The :class:`~crawler.following.records.Recorder` callback for a crawl's bookkeeping.
 
     Parameters:
       pool(Any): The dedup store's pool (Memcached, or memory in --local).
+      lifetimes(Lifetimes): How long the crawl's entries live in it; the crawl's journal
+        and counters are refreshed from here while its messages end.
       publish(Callable): Sends a record to the crawl's waiting seeder, or None.
       on_unsent(Callable): Told of a record the broker refused (with ``publish``).
     """
 
     next_eviction_check = [0.0]  # the metric is read from Memcached's stats now and then
+    keep_alive = KeepAlive(lifetimes.grace)
 
     def on_record(record: Record, message: Any) -> None:
         options = CrawlOptions.from_message(message.kwargs.get("options"))
@@ -99,10 +106,11 @@ def settle(
         try:
             with pool.reserve() as client:
                 if options.crawl_id is not None:
-                    counters.ended(client, options.crawl_id, message.message_id, outcome)
+                    counters.ended(client, options.crawl_id, message.message_id, outcome, lifetimes)
                 if outcome in OWN_ENDINGS:
-                    key = claims.url_hash(record["url"], options.crawl_id)
-                    claims.finish(client, key, options.crawl_id)
+                    claims.finish(client, record["url"], options.crawl_id, lifetimes)
+                if options.crawl_id is not None:
+                    keep_alive(client, options.crawl_id)
                 if time.monotonic() >= next_eviction_check[0]:
                     evictions = counters.memcached_evictions(client)
                     if evictions is not None:

@@ -12,12 +12,13 @@ import dramatiq
 import pylibmc
 
 from crawler.brokers.send_back import BROKER_ERRORS
-from crawler.environment import uses_redis
+from crawler.environment import Lifetimes, uses_redis
 from crawler.following import dead_letters as dead_letter_queue
 from crawler.following import record_queue
 from crawler.following.progress import Progress
 from crawler.following.records import RecordFile
 from crawler.frontier import counters
+from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
 from crawler.outcomes import (
     CANCELLED,
@@ -37,6 +38,7 @@ EVICTION_CHECK = 2.0
 def seed(
     actor: dramatiq.Actor[Any, Any],
     pool: Any,
+    lifetimes: Lifetimes,
     urls: list[str],
     kwargs: dict[str, Any],
     options: CrawlOptions,
@@ -46,8 +48,9 @@ def seed(
     adding: bool = False,
 ) -> int:
     """Count and send the seeds as ``actor`` messages; with ``wait``, follow the crawl
-    to its end.  ``pool`` is the dedup store's, where the crawl's counters live;
-    ``adding``: the crawl exists already (``--crawl-id``), 2 when it is unknown."""
+    to its end.  ``pool`` is the dedup store's, where the crawl's counters live
+    (``lifetimes`` long); ``adding``: the crawl exists already (``--crawl-id``), 2 when
+    it is unknown."""
     crawl_id = options.crawl_id
     assert crawl_id is not None
     if adding and _figures(pool, crawl_id, required=False) is None:
@@ -55,9 +58,9 @@ def seed(
     reader = record_queue.Reader(actor.broker, crawl_id) if wait else None
     try:
         with pool.reserve() as client:
-            counters.start(client, crawl_id, len(urls))
+            counters.start(client, crawl_id, len(urls), lifetimes.grace)
             if not adding:
-                counters.note_evictions_at_start(client, crawl_id)
+                counters.note_evictions_at_start(client, crawl_id, lifetimes.grace)
         seeds = [actor.send_with_options(args=(url,), kwargs=kwargs).message_id for url in urls]
     except BaseException:
         if reader is not None:
@@ -67,7 +70,7 @@ def seed(
     print(f"crawl {crawl_id} seeded with {len(urls)}{more} URL(s)", flush=True)
     if reader is None:
         return 0
-    return follow(pool, crawl_id, seeds, reader, output)
+    return follow(pool, crawl_id, seeds, reader, output, KeepAlive(lifetimes.grace))
 
 
 def follow(
@@ -76,6 +79,7 @@ def follow(
     seeds: list[str],
     reader: record_queue.Reader,
     output: RecordFile | None,
+    keep_alive: KeepAlive,
 ) -> int:
     """Show progress until nothing of the crawl is queued, in flight or waiting for a retry;
     close ``reader`` on the way out.
@@ -84,7 +88,8 @@ def follow(
     the messages it sent, so the crawl is over once the seeds and every message named
     have ended, in whatever order their records came.  A record sent again after a
     worker died counts once.  Outages of the broker or Memcached are waited out (the
-    progress line says so); Ctrl-C stops the waiting, not the crawl.
+    progress line says so); Ctrl-C stops the waiting, not the crawl.  Meanwhile
+    ``keep_alive`` refreshes the crawl's journal and counters, as workers do.
     """
     progress = Progress()
     broker_name = "Redis" if uses_redis() else "RabbitMQ"
@@ -121,6 +126,7 @@ def follow(
                 if time.monotonic() >= next_eviction_check:
                     with pool.reserve() as client:
                         progress.evicted = counters.evicted_during(client, crawl_id)
+                        keep_alive(client, crawl_id)
                     next_eviction_check = time.monotonic() + EVICTION_CHECK
             except pylibmc.Error:
                 progress.waiting_for.add("Memcached")
@@ -165,13 +171,13 @@ def status(pool: Any, crawl_id: str) -> int:
     return 0
 
 
-def cancel(pool: Any, crawl_id: str) -> int:
+def cancel(pool: Any, crawl_id: str, lifetimes: Lifetimes) -> int:
     """``--cancel``: the crawl's messages end without a fetch from now on; 2 when the
     crawl is unknown."""
     if _figures(pool, crawl_id, required=False) is None:
         return _unknown(crawl_id)
     with pool.reserve() as client:
-        counters.cancel(client, crawl_id)
+        counters.cancel(client, crawl_id, lifetimes.grace)
     print(
         f"crawl {crawl_id} cancelled: its queued and retrying URLs end without a fetch; "
         "pages being fetched now finish",

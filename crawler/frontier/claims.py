@@ -2,7 +2,7 @@
 
 Upstream marks a URL visited *before* fetching it, so a retry or a redelivery
 after a worker crash finds the mark and skips the URL for good.  Here the value
-stored under a URL's key is the id of the message that claimed it:
+stored under a URL's key says which message claimed it (8 bytes of its id's digest):
 
 * the message holding the claim proceeds, however often it is retried or
   redelivered; every other message for that URL is a duplicate and skips;
@@ -10,10 +10,17 @@ stored under a URL's key is the id of the message that claimed it:
   duplicate never even enters the queue; the consumer's check stays the authority;
 * a finished URL is marked ``done``, so even a second copy of its own message
   (sent again by a parent that was retried) skips it.
+
+A bare ``crawl(url)`` message claims, as upstream, the MD5 of its URL for an hour.  A
+seeded crawl's claims are its own (the key is a digest of the crawl id and the URL),
+last ``CRAWLER_CLAIM_TTL``, and are written to the crawl's journal too
+(:mod:`crawler.frontier.journal`), which answers for a URL once its claim expired or
+was evicted: a crawl of any length fetches each URL once.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import uuid
 from collections.abc import Iterable
@@ -22,14 +29,14 @@ from typing import Any
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
+from crawler.environment import Lifetimes
 from crawler.errors import PermanentError
-from crawler.frontier import counters
+from crawler.frontier import counters, journal
+from crawler.frontier.digests import owner_token, short_id, url_digest
 
 #: How long a claim of a bare ``crawl(url)`` message lasts, in seconds; as upstream, the
 #: URL may be crawled again after it.
 CLAIM_TTL = 3600
-#: How long a seeded crawl's claims last: as long as its counters, a week.
-CRAWL_CLAIM_TTL = counters.COUNTER_TTL
 DONE = b"done"
 
 
@@ -45,16 +52,20 @@ def current_message(actor: dramatiq.Actor[Any, Any], url: str) -> dramatiq.Messa
 
 def url_hash(url: str, crawl_id: str | None = None) -> str:
     """The key of a URL's claim in Memcached: as upstream the MD5 of the URL; for a
-    seeded crawl the MD5 of its crawl id and the URL, so that each crawl has its own
+    seeded crawl 16 characters of its own digest, so that each crawl has its own
     claims and seeding a site again crawls it again."""
-    if crawl_id is not None:
-        url = f"{crawl_id} {url}"
-    return hashlib.md5(url.encode("utf-8")).hexdigest()
+    if crawl_id is None:
+        return hashlib.md5(url.encode("utf-8")).hexdigest()
+    return _key(url_digest(url, crawl_id))
 
 
-def ttl(crawl_id: str | None) -> int:
-    """How long a claim lasts: an hour as upstream, a week for a seeded crawl."""
-    return CLAIM_TTL if crawl_id is None else CRAWL_CLAIM_TTL
+def _key(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest[:12]).decode()
+
+
+def ttl(crawl_id: str | None, lifetimes: Lifetimes) -> int:
+    """How long a claim lasts: an hour as upstream, ``CRAWLER_CLAIM_TTL`` in a crawl."""
+    return CLAIM_TTL if crawl_id is None else lifetimes.claim
 
 
 #: What :func:`claim` says: the message owns the URL, another one does, or the
@@ -62,29 +73,46 @@ def ttl(crawl_id: str | None) -> int:
 OWNED, TAKEN, CANCELLED = "owned", "taken", "cancelled"
 
 
-def claim(client: Any, key: str, message_id: str, crawl_id: str | None = None) -> str:
-    """Whether the message ``message_id`` owns ``key`` (now or from before); for a
+def claim(
+    client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
+) -> str:
+    """Whether the message ``message_id`` owns ``url`` (now or from before); for a
     crawl's message, whether the crawl was cancelled, read in the same round trip."""
-    owner = message_id.encode()
+    owner = owner_token(message_id)
     if crawl_id is None:
+        key = url_hash(url)
         stored = client.get(key)
     else:
+        digest = url_digest(url, crawl_id)
+        key = _key(digest)
         found = client.get_multi([key, counters.cancel_key(crawl_id)])
         if counters.cancel_key(crawl_id) in found:
             return CANCELLED
         stored = found.get(key)
+        if stored is None:
+            # A seed, or a claim that expired or was evicted: the journal knows which.
+            recorded = journal.owners(client, crawl_id, [digest]).get(digest)
+            if recorded is not None and recorded != owner:
+                return TAKEN
+            if client.add(key, owner, time=lifetimes.claim):
+                if recorded is None:
+                    journal.write(client, crawl_id, {digest: owner}, lifetimes.grace)
+                return OWNED
+            stored = client.get(key)
     if stored is None:
-        if client.add(key, owner, time=ttl(crawl_id)):
+        if client.add(key, owner, time=CLAIM_TTL):
             return OWNED
         stored = client.get(key)
     return OWNED if stored == owner else TAKEN
 
 
-def finish(client: Any, key: str, crawl_id: str | None = None) -> None:
-    client.set(key, DONE, time=ttl(crawl_id))
+def finish(client: Any, url: str, crawl_id: str | None, lifetimes: Lifetimes) -> None:
+    client.set(url_hash(url, crawl_id), DONE, time=ttl(crawl_id, lifetimes))
 
 
-def bound_deliveries(client: Any, message: dramatiq.Message[Any], max_deliveries: int) -> bool:
+def bound_deliveries(
+    client: Any, message: dramatiq.Message[Any], max_deliveries: int, lifetimes: Lifetimes
+) -> bool:
     """Give up on an attempt that keeps coming back unfinished (a worker died on it each time);
     True on the very first delivery of the message.
 
@@ -99,8 +127,9 @@ def bound_deliveries(client: Any, message: dramatiq.Message[Any], max_deliveries
     if redelivered is False:
         deliveries = 1
     else:
-        key = f"deliveries:{message.message_id}:{retries}:{deferrals}:{replays}"
-        counted = 1 if client.add(key, 1, time=CLAIM_TTL) else int(client.incr(key))
+        key = f"d:{short_id(message.message_id)}:{retries}:{deferrals}:{replays}"
+        added = client.add(key, 1, time=lifetimes.claim)
+        counted = 1 if added else int(client.incr(key))
         deliveries = counted + (1 if redelivered else 0)
     if deliveries > max_deliveries:
         raise PermanentError(
@@ -129,7 +158,8 @@ def send_claimed(
     parent_id: str,
     urls: Iterable[str],
     kwargs: dict[str, Any],
-    crawl_id: str | None = None,
+    crawl_id: str | None,
+    lifetimes: Lifetimes,
     *,
     first_delivery: bool = True,
 ) -> list[str]:
@@ -137,30 +167,45 @@ def send_claimed(
     of the messages sent.
 
     Most links of a page are claimed already, so one ``get_multi`` finds those and
-    only the rest are added (an ``add`` is a round trip per key) and get message ids.
-    The new claims are counted in the crawl's counters before anything is sent.
+    only the rest are looked up in the crawl's journal, then added (one ``add_multi``)
+    and given message ids.  The new claims are journaled and counted in the crawl's
+    counters before anything is sent.
     """
-    keys = {url_hash(url, crawl_id): url for url in urls}
+    urls = list(dict.fromkeys(urls))
+    digests = {url: url_digest(url, crawl_id) for url in urls} if crawl_id is not None else {}
+    keys = {(_key(digests[url]) if crawl_id is not None else url_hash(url)): url for url in urls}
     if not keys:
         return []
     stored = client.get_multi(list(keys))
+    children = {key: child_message_id(parent_id, url) for key, url in keys.items()}
+    missing = [key for key in keys if key not in stored]
+    recorded: dict[bytes, bytes] = {}
+    if crawl_id is not None and missing:
+        recorded = journal.owners(client, crawl_id, (digests[keys[key]] for key in missing))
     fresh = {
-        key: child_message_id(parent_id, url) for key, url in keys.items() if key not in stored
+        key: owner_token(children[key])
+        for key in missing
+        if crawl_id is None or digests[keys[key]] not in recorded
     }
-    taken = (
-        set(client.add_multi({key: mid.encode() for key, mid in fresh.items()}, time=ttl(crawl_id)))
-        if fresh
-        else set()
-    )
-    to_send = {key: mid for key, mid in fresh.items() if key not in taken}
+    taken = set(client.add_multi(fresh, time=ttl(crawl_id, lifetimes))) if fresh else set()
+    to_send = {key for key in fresh if key not in taken}
     if crawl_id is not None:
-        counters.discovered(client, crawl_id, len(to_send))
+        journal.write(
+            client,
+            crawl_id,
+            {digests[keys[key]]: fresh[key] for key in to_send},
+            lifetimes.grace,
+        )
+        counters.discovered(client, crawl_id, len(to_send), lifetimes.grace)
     if not first_delivery:
-        # Keys this very message claimed on an earlier, interrupted try: send them again.
-        for key, value in stored.items():
-            mid = child_message_id(parent_id, keys[key])
-            if value == mid.encode():
-                to_send[key] = mid
+        # Links this very message claimed on an earlier, interrupted try: send them
+        # again, whether their claim still stands or only the journal remembers it.
+        for key in keys:
+            mine = owner_token(children[key])
+            if stored.get(key) == mine or (
+                key in missing and recorded.get(digests.get(keys[key], b"")) == mine
+            ):
+                to_send.add(key)
     sent = []
     for key, url in keys.items():
         if key in to_send:
@@ -170,8 +215,8 @@ def send_claimed(
                 args=(url,),
                 kwargs=kwargs,
                 options={},
-                message_id=to_send[key],
+                message_id=children[key],
             )
             actor.broker.enqueue(message)
-            sent.append(to_send[key])
+            sent.append(children[key])
     return sent

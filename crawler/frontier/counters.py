@@ -14,10 +14,10 @@ from typing import Any
 
 import pylibmc
 
+from crawler.environment import Lifetimes
+from crawler.frontier.digests import short_id
 from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, RETRYING
 
-#: How long a crawl's counters are kept after their last change, in seconds.
-COUNTER_TTL = 7 * 24 * 3600
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
 #: 1 once ``--cancel`` asked for the crawl to end.
 CANCEL_REQUESTED = "cancel-requested"
@@ -39,42 +39,52 @@ def cancel_key(crawl_id: str) -> str:
     return _key(crawl_id, CANCEL_REQUESTED)
 
 
-def cancel(client: Any, crawl_id: str) -> None:
+def keys(crawl_id: str) -> list[str]:
+    """Every counter and mark of the crawl, for refreshing them while it goes on."""
+    return [_key(crawl_id, name) for name in (*STORED, CANCEL_REQUESTED, EVICTIONS_AT_START)]
+
+
+def cancel(client: Any, crawl_id: str, ttl: int) -> None:
     """Ask every worker to end the crawl's messages without a fetch."""
-    client.set(cancel_key(crawl_id), 1, time=COUNTER_TTL)
+    client.set(cancel_key(crawl_id), 1, time=ttl)
 
 
-def _add(client: Any, key: str, amount: int) -> None:
+def _add(client: Any, key: str, amount: int, ttl: int) -> None:
     """Add ``amount`` to a counter: one round trip once the counter exists."""
     if not amount:
         return
     try:
         client.incr(key, amount)
     except (pylibmc.NotFound, KeyError):  # KeyError: the in-memory store of --local
-        if not client.add(key, amount, time=COUNTER_TTL):
+        if not client.add(key, amount, time=ttl):
             client.incr(key, amount)
 
 
-def start(client: Any, crawl_id: str, seeds: int) -> None:
+def start(client: Any, crawl_id: str, seeds: int, ttl: int) -> None:
     """Count the seeds as discovered, before they are sent."""
-    _add(client, _key(crawl_id, DISCOVERED), seeds)
+    _add(client, _key(crawl_id, DISCOVERED), seeds, ttl)
 
 
-def discovered(client: Any, crawl_id: str, new_urls: int) -> None:
+def discovered(client: Any, crawl_id: str, new_urls: int, ttl: int) -> None:
     """Count newly claimed links, before their messages are sent."""
-    start(client, crawl_id, new_urls)
+    start(client, crawl_id, new_urls, ttl)
 
 
-def ended(client: Any, crawl_id: str, message_id: str, outcome: str) -> None:
-    """Count a message's outcome; a final one only once per message, even if redelivered."""
+def _ended_key(message_id: str) -> str:
+    return f"e:{short_id(message_id)}"
+
+
+def ended(client: Any, crawl_id: str, message_id: str, outcome: str, lifetimes: Lifetimes) -> None:
+    """Count a message's outcome; a final one only once per message, even if redelivered
+    (within ``CRAWLER_CLAIM_TTL``, as long as its claim says it is done)."""
     final = outcome not in NOT_FINAL
-    if not final or client.add(f"ended:{message_id}", 1, time=COUNTER_TTL):
-        _add(client, _key(crawl_id, outcome), 1)
+    if not final or client.add(_ended_key(message_id), 1, time=lifetimes.claim):
+        _add(client, _key(crawl_id, outcome), 1, lifetimes.grace)
 
 
 def reopened(client: Any, crawl_id: str, message_id: str) -> None:
     """Undo the final outcome of a message that failed and is sent again (``--replay``)."""
-    if client.delete(f"ended:{message_id}"):
+    if client.delete(_ended_key(message_id)):
         with contextlib.suppress(pylibmc.NotFound, KeyError):
             client.decr(_key(crawl_id, FAILED), 1)
 
@@ -98,10 +108,10 @@ def memcached_evictions(client: Any) -> int | None:
     return sum(int(stats.get("evictions", 0)) for _server, stats in get_stats())
 
 
-def note_evictions_at_start(client: Any, crawl_id: str) -> None:
+def note_evictions_at_start(client: Any, crawl_id: str, ttl: int) -> None:
     evictions = memcached_evictions(client)
     if evictions is not None:
-        client.set(_key(crawl_id, EVICTIONS_AT_START), evictions, time=COUNTER_TTL)
+        client.set(_key(crawl_id, EVICTIONS_AT_START), evictions, time=ttl)
 
 
 def evicted_during(client: Any, crawl_id: str) -> int:

@@ -31,3 +31,22 @@ class ThreadMappedPool(pylibmc.ThreadMappedPool):  # type: ignore[misc]
         finally:
             if not failed:
                 self[key] = client
+
+
+def touch_all(client: Any, keys: list[str], ttl: int) -> None:
+    """Give each of ``keys`` that exists ``ttl`` more seconds.
+
+    pylibmc's ``touch`` over the binary protocol waits out a 2-second timeout per
+    existing key (pylibmc 1.6.3, libmemcached 1.0), so a binary client touches through a
+    text-protocol client on the same servers, with the same key distribution.
+    """
+    if not (isinstance(client, pylibmc.Client) and client.binary):
+        for key in keys:
+            client.touch(key, ttl)
+        return
+    text = pylibmc.Client(client.addresses, binary=False, behaviors=client.behaviors)
+    try:
+        for key in keys:
+            text.touch(key, ttl)
+    finally:
+        text.disconnect_all()

@@ -57,6 +57,26 @@ class MemoryClient:
                     taken.append(key)
         return taken
 
+    def append(self, key: str, value: bytes) -> bool:
+        with self._lock:
+            current = self._live(key, _now())
+            if current is None:
+                return False
+            self._items[key] = (current + value, self._items[key][1])
+            return True
+
+    def touch(self, key: str, time: float) -> bool:
+        with self._lock:
+            now = _now()
+            value = self._live(key, now)
+            if value is not None:
+                self._items[key] = (value, self._expiry(now, time))
+            return value is not None
+
+    def delete(self, key: str) -> bool:
+        with self._lock:
+            return self._items.pop(key, None) is not None
+
     def incr(self, key: str, delta: int = 1) -> int:
         with self._lock:
             now = _now()

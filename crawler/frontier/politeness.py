@@ -101,14 +101,19 @@ def defer_delay() -> int:
     return random.randint(*DEFER_MS)
 
 
-def over_budget(client: Any, options: CrawlOptions, first_delivery: bool) -> bool:
-    """Count this URL against ``--max-pages``; True when the budget was already spent."""
+def budget_key(crawl_id: str) -> str:
+    return f"pages:{crawl_id}"
+
+
+def over_budget(client: Any, options: CrawlOptions, first_delivery: bool, ttl: int) -> bool:
+    """Count this URL against ``--max-pages``; True when the budget was already spent.
+    The count lives ``ttl`` seconds, refreshed with the crawl's counters."""
     if options.max_pages is None or options.crawl_id is None:
         return False
-    key = f"pages:{options.crawl_id}"
+    key = budget_key(options.crawl_id)
     if not first_delivery:
         return False
-    count = 1 if client.add(key, 1, time=ROBOTS_TTL * 24) else int(client.incr(key))
+    count = 1 if client.add(key, 1, time=ttl) else int(client.incr(key))
     return count > options.max_pages
 
 

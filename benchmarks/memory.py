@@ -1,0 +1,116 @@
+"""What a crawl keeps in Memcached, and what a Memcached too small for it does.
+
+    python benchmarks/memory.py bytes --pages 5000
+    python benchmarks/memory.py evict --pages 40000 --memory 2
+
+``bytes``: crawls a generated site (``--pages`` x 10 links, served on 127.0.0.1) with
+``dramatiq crawler.example -p 2 -t 8`` on each broker and a Memcached of its own
+(``-m 1024``: nothing is evicted), then reads Memcached's ``bytes`` (the size of every
+item it holds, its own per-item header included) and ``curr_items``, and prints them
+per crawled URL.
+
+``evict``: the same crawl with the workers on RabbitMQ against a Memcached started with
+``-m --memory``; the seeder waits up to ``--limit`` seconds.  It prints when (and
+whether) the crawl ended, the page requests the site served per distinct page, the most
+requests any one page got, and Memcached's evictions.
+
+Each prints one JSON line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pylibmc
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+
+from tests.site_server import SiteServer, generate_site, page_path  # noqa: E402
+from tests.support import FAST_FAILURES, MemcachedProcess, clean_broker  # noqa: E402
+from tests.workers import WorkerProcesses, environment  # noqa: E402
+
+
+def memcached_stats(servers: str) -> dict[str, int]:
+    client = pylibmc.Client([servers], binary=True)
+    try:
+        ((_, stats),) = client.get_stats()
+    finally:
+        client.disconnect_all()
+    return {name: int(stats[name]) for name in ("bytes", "curr_items", "evictions")}
+
+
+def crawl(broker: str, pages: int, memory_mb: int, limit: float) -> dict[str, Any]:
+    site = SiteServer().start()
+    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=10))
+    with ExitStack() as stack:
+        stack.callback(site.stop)
+        memcached = MemcachedProcess(memory_mb=memory_mb)
+        stack.callback(memcached.stop)
+        env = environment(
+            **FAST_FAILURES,
+            **stack.enter_context(clean_broker(broker)),
+            MEMCACHED_SERVERS=memcached.servers,
+        )
+        workers = WorkerProcesses(env, processes=2, threads=8)
+        stack.callback(workers.stop)
+        started = time.monotonic()
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "crawler.example", site.url(page_path(0)), "--wait"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            _, stderr = waiting.communicate(timeout=limit)
+            ended: float | str = round(time.monotonic() - started, 1)
+        except subprocess.TimeoutExpired:
+            waiting.kill()
+            _, stderr = waiting.communicate()
+            ended = f"not after {limit:.0f} s"
+        stats = memcached_stats(memcached.servers)
+        counts = site.fetch_counts()
+        return {
+            "broker": broker,
+            "pages": pages,
+            "memcached_mb": memory_mb,
+            "ended_after_s": ended,
+            "wait_exit": waiting.returncode,
+            "distinct_pages": len(counts),
+            "requests_per_page": round(sum(counts.values()) / max(len(counts), 1), 2),
+            "most_requests": max(counts.values(), default=0),
+            "memcached_items": stats["curr_items"],
+            "memcached_bytes": stats["bytes"],
+            "bytes_per_url": round(stats["bytes"] / max(len(counts), 1), 1),
+            "items_per_url": round(stats["curr_items"] / max(len(counts), 1), 2),
+            "evictions": stats["evictions"],
+            "seeder_last_line": (stderr.strip().splitlines() or [""])[-1][:200],
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("measure", choices=["bytes", "evict"])
+    parser.add_argument("--pages", type=int, default=5000)
+    parser.add_argument("--memory", type=int, default=2, help="evict: Memcached's -m, MiB")
+    parser.add_argument("--limit", type=float, default=300, help="seconds the seeder waits")
+    arguments = parser.parse_args()
+    if arguments.measure == "bytes":
+        for broker in ("rabbitmq", "redis"):
+            print(json.dumps(crawl(broker, arguments.pages, 1024, arguments.limit)), flush=True)
+    else:
+        result = crawl("rabbitmq", arguments.pages, arguments.memory, arguments.limit)
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

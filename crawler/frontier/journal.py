@@ -1,0 +1,69 @@
+"""A crawl's journal: every URL it claimed and which message claimed it, 16 bytes a URL,
+for as long as the crawl lives.
+
+A claim (:mod:`crawler.frontier.claims`) is a Memcached item of its own, some 80 bytes,
+that lasts ``CRAWLER_CLAIM_TTL`` (an hour) and that Memcached drops first when its memory
+is full.  The journal is what answers for a URL once its claim is gone: one entry per
+claimed URL, 8 bytes of the URL's digest and 8 of its owner's (the message id's), appended
+to one of :data:`BUCKETS` items per crawl.  The buckets are few and known by name, so a
+worker can refresh them, with the crawl's counters, while the crawl goes on
+(:func:`keys`); a finished crawl's expire ``CRAWLER_CRAWL_GRACE`` after their last
+refresh.  Being few, often written and refreshed, they are the last items an LRU cache
+lets go; when one is evicted all the same, Memcached's eviction count says so, and the
+crawl says that count (:func:`crawler.frontier.counters.evicted_during`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: Buckets per crawl: at a million URLs each holds some 4 KB.
+BUCKETS = 4096
+#: Bytes of an entry: the URL's digest, then its owner's.
+DIGEST, OWNER = 8, 8
+ENTRY = DIGEST + OWNER
+
+
+def _bucket_key(crawl_id: str, bucket: int) -> str:
+    return f"crawl:{crawl_id}:j{bucket:03x}"
+
+
+def _bucket(digest: bytes) -> int:
+    """The bucket of a URL's digest (its bytes 12 and 13, which no entry stores)."""
+    return int.from_bytes(digest[12:14], "big") % BUCKETS
+
+
+def keys(crawl_id: str) -> list[str]:
+    """Every bucket of the crawl, whether it exists yet or not."""
+    return [_bucket_key(crawl_id, bucket) for bucket in range(BUCKETS)]
+
+
+def write(client: Any, crawl_id: str, claimed: Mapping[bytes, bytes], ttl: int) -> None:
+    """Append an entry for each URL ``digest -> owner`` just claimed, one round trip per bucket."""
+    entries: dict[str, bytearray] = defaultdict(bytearray)
+    for digest, owner in claimed.items():
+        entries[_bucket_key(crawl_id, _bucket(digest))] += digest[:DIGEST] + owner[:OWNER]
+    for key, data in entries.items():
+        # A bucket is created by its first entry; of two workers creating it, the
+        # loser's add fails and it appends after all.
+        if not client.append(key, bytes(data)) and not client.add(key, bytes(data), time=ttl):
+            client.append(key, bytes(data))
+
+
+def owners(client: Any, crawl_id: str, digests: Iterable[bytes]) -> dict[bytes, bytes]:
+    """The owner the journal holds for each digest it holds: the first claim's."""
+    wanted: dict[str, set[bytes]] = defaultdict(set)
+    for digest in digests:
+        wanted[_bucket_key(crawl_id, _bucket(digest))].add(digest)
+    if not wanted:
+        return {}
+    found: dict[bytes, bytes] = {}
+    for key, data in client.get_multi(list(wanted)).items():
+        sought = {digest[:DIGEST]: digest for digest in wanted[key]}
+        for start in range(0, len(data) - ENTRY + 1, ENTRY):
+            whole = sought.get(bytes(data[start : start + DIGEST]))
+            if whole is not None and whole not in found:
+                found[whole] = bytes(data[start + DIGEST : start + ENTRY])
+    return found

@@ -1,0 +1,41 @@
+"""A crawl's journal and counters live as long as the crawl: refreshed while it goes on.
+
+Memcached cannot list a crawl's keys, so the long-lived ones are few and known by name:
+the journal's buckets, the counters and the page budget.  While a crawl's messages are
+processed (or its seeder waits), one process at a time refreshes them all, once every
+quarter of ``CRAWLER_CRAWL_GRACE``: whichever first adds the crawl's lease key.  A
+finished or cancelled crawl is refreshed no more, and its keys expire a grace after.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from crawler.frontier import counters, journal, politeness
+from crawler.frontier.memcached_pool import touch_all
+
+
+def keys(crawl_id: str) -> list[str]:
+    return [*counters.keys(crawl_id), politeness.budget_key(crawl_id), *journal.keys(crawl_id)]
+
+
+class KeepAlive:
+    """One per process: refreshes each crawl it sees at most once per quarter grace.
+
+    Parameters:
+      grace(int): Seconds a crawl's journal and counters live after their last refresh.
+    """
+
+    def __init__(self, grace: int) -> None:
+        self.grace = grace
+        self.period = max(grace // 4, 1)
+        self._next: dict[str, float] = {}
+
+    def __call__(self, client: Any, crawl_id: str) -> None:
+        now = time.monotonic()
+        if self._next.get(crawl_id, 0.0) > now:
+            return
+        self._next[crawl_id] = now + self.period
+        if client.add(f"crawl:{crawl_id}:lease", 1, time=self.period):
+            touch_all(client, keys(crawl_id), self.grace)
