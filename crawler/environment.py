@@ -55,9 +55,11 @@ def memcached_servers() -> list[str]:
 
 
 def memcached_behaviors() -> dict[str, int | bool]:
-    """Bounded waits, so a Memcached that is down or hung fails a message fast."""
+    """Bounded waits, so a Memcached that is down or hung fails a message fast; CAS
+    values, with which a message marks its URL done exactly once."""
     timeout_ms = number("MEMCACHED_TIMEOUT_MS", 1000)
     return {
+        "cas": True,
         "tcp_nodelay": True,
         "connect_timeout": int(timeout_ms),
         "send_timeout": int(timeout_ms * 1000),

@@ -25,7 +25,7 @@ import pylibmc
 import redis
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
-from crawler.environment import memcached_servers, rabbitmq_url
+from crawler.environment import memcached_behaviors, memcached_servers, rabbitmq_url
 from tests.workers import PROJECT_ROOT
 
 TEST_REDIS_URL = os.getenv("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -43,7 +43,7 @@ FAST_FAILURES = {
 
 @contextmanager
 def clean_memcached() -> Iterator[pylibmc.Client]:
-    client = pylibmc.Client(memcached_servers(), binary=True)
+    client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
     client.flush_all()
     yield client
     client.flush_all()

@@ -135,3 +135,26 @@ def test_journal_entries_of_many_urls_spread_over_buckets_and_read_back(
     assert journal.owners(memcached, "c", [url_digest("http://h/nope", "c")]) == {}
     stored = memcached.get_multi(journal.keys("c"))
     assert sum(map(len, stored.values())) == (len(digests) + 1) * journal.ENTRY
+
+
+def test_a_message_finishes_its_url_once_and_its_ending_is_counted_once(
+    memcached: pylibmc.Client,
+) -> None:
+    owner = claims.child_message_id("parent-1", URLS[0])
+    assert claims.claim(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
+
+    assert claims.finish(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.FIRST
+    # A copy of the message (its ack was lost) finds the URL done by itself ...
+    assert claims.claim(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.TAKEN
+    assert claims.ending_of_duplicate(memcached, URLS[0], owner, "crawl-1") == claims.REPEAT
+    assert claims.finish(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.REPEAT
+    # ... another message for the URL is not known from the claim: it has an ended mark.
+    other = claims.child_message_id("parent-2", URLS[0])
+    assert claims.ending_of_duplicate(memcached, URLS[0], other, "crawl-1") == claims.UNKNOWN
+    for first in (True, False, None, None):
+        counters.ended(memcached, "crawl-1", owner, "crawled", LIFETIMES, first)
+    counters.ended(memcached, "crawl-1", other, "duplicate", LIFETIMES)
+    counters.ended(memcached, "crawl-1", other, "duplicate", LIFETIMES)
+    figures = counters.read(memcached, "crawl-1")
+    assert figures is not None
+    assert (figures["crawled"], figures["duplicate"]) == (2, 1)

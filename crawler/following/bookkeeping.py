@@ -1,7 +1,10 @@
-"""After each ``crawl`` message: its record out, the crawl's counters, the URL marked done.
+"""After each ``crawl`` message: its record out, the URL marked done, the crawl's counters.
 
 In that order, so that a worker dying in between never loses a record: until the
-URL is marked done its message is redone when redelivered.  A record the broker
+URL is marked done its message is redone when redelivered.  Marking it done (with
+a CAS) says whether this was the message's first ending, which the counters count
+once; a worker dying between the mark and the count loses that count (``--wait``
+does not need it; ``--status`` is then off by one).  A record the broker
 refuses sends the message back to the queue, its counters and mark untouched, so
 that it is redone and its record sent again.  When Memcached fails right then,
 the counters miss that message (``--wait`` does not need them; ``--status`` is
@@ -25,7 +28,7 @@ from crawler.following.records import Record, Recorder
 from crawler.frontier import claims, counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
-from crawler.outcomes import NOT_FINAL, OWN_ENDINGS
+from crawler.outcomes import DUPLICATE, NOT_FINAL, OWN_ENDINGS
 
 Publish = Callable[[str, Record], None]
 #: Called with each record and its message, before the bookkeeping.
@@ -105,10 +108,20 @@ def settle(
                 return
         try:
             with pool.reserve() as client:
-                if options.crawl_id is not None:
-                    counters.ended(client, options.crawl_id, message.message_id, outcome, lifetimes)
+                ending = claims.UNKNOWN
                 if outcome in OWN_ENDINGS:
-                    claims.finish(client, record["url"], options.crawl_id, lifetimes)
+                    ending = claims.finish(
+                        client, record["url"], message.message_id, options.crawl_id, lifetimes
+                    )
+                elif outcome == DUPLICATE and options.crawl_id is not None:
+                    ending = claims.ending_of_duplicate(
+                        client, record["url"], message.message_id, options.crawl_id
+                    )
+                if options.crawl_id is not None:
+                    first = None if ending == claims.UNKNOWN else ending == claims.FIRST
+                    counters.ended(
+                        client, options.crawl_id, message.message_id, outcome, lifetimes, first
+                    )
                 if options.crawl_id is not None:
                     keep_alive(client, options.crawl_id)
                 if time.monotonic() >= next_eviction_check[0]:

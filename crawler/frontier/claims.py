@@ -8,8 +8,9 @@ stored under a URL's key says which message claimed it (8 bytes of its id's dige
   redelivered; every other message for that URL is a duplicate and skips;
 * links are claimed when they are sent (one ``add_multi`` for a page), so a
   duplicate never even enters the queue; the consumer's check stays the authority;
-* a finished URL is marked ``done``, so even a second copy of its own message
-  (sent again by a parent that was retried) skips it.
+* a finished URL is marked ``done`` by its message, so even a second copy of that
+  message (sent again by a parent that was retried) skips it, and the crawl's
+  counters count each message's ending once without a key of its own.
 
 A bare ``crawl(url)`` message claims, as upstream, the MD5 of its URL for an hour.  A
 seeded crawl's claims are its own (the key is a digest of the crawl id and the URL),
@@ -37,7 +38,8 @@ from crawler.frontier.digests import owner_token, short_id, url_digest
 #: How long a claim of a bare ``crawl(url)`` message lasts, in seconds; as upstream, the
 #: URL may be crawled again after it.
 CLAIM_TTL = 3600
-DONE = b"done"
+#: A finished URL's claim: ``DONE`` and the owner of the message that finished it.
+DONE = b"d"
 
 
 def current_message(actor: dramatiq.Actor[Any, Any], url: str) -> dramatiq.Message[Any]:
@@ -106,8 +108,39 @@ def claim(
     return OWNED if stored == owner else TAKEN
 
 
-def finish(client: Any, url: str, crawl_id: str | None, lifetimes: Lifetimes) -> None:
-    client.set(url_hash(url, crawl_id), DONE, time=ttl(crawl_id, lifetimes))
+#: What :func:`finish` says of a message's final ending: its first, a repeat (a copy
+#: of the message finished the URL before), or not known from the claim (it is
+#: another message's now, or gone): then :func:`crawler.frontier.counters.ended`
+#: asks the message's own ``ended`` mark.
+FIRST, REPEAT, UNKNOWN = "first", "repeat", "unknown"
+
+
+def finish(
+    client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
+) -> str:
+    """Mark ``url`` done by ``message_id``, from the claim that message holds, atomically:
+    of two copies of one message ending at once, one finds it marked already."""
+    key, owner = url_hash(url, crawl_id), owner_token(message_id)
+    for _ in range(2):
+        stored, cas = client.gets(key)
+        if stored is None:
+            if client.add(key, DONE + owner, time=ttl(crawl_id, lifetimes)):
+                return FIRST
+        elif stored == DONE + owner:
+            return REPEAT
+        elif stored != owner:
+            client.set(key, DONE + owner, time=ttl(crawl_id, lifetimes))
+            return UNKNOWN
+        elif client.cas(key, DONE + owner, cas, time=ttl(crawl_id, lifetimes)):
+            return FIRST
+    return UNKNOWN
+
+
+def ending_of_duplicate(client: Any, url: str, message_id: str, crawl_id: str | None) -> str:
+    """A message skipped as a duplicate: a repeat when it was itself the one that
+    finished the URL (it was delivered again), else not known from the claim."""
+    finished_by_it = client.get(url_hash(url, crawl_id)) == DONE + owner_token(message_id)
+    return REPEAT if finished_by_it else UNKNOWN
 
 
 def bound_deliveries(

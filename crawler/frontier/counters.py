@@ -74,12 +74,27 @@ def _ended_key(message_id: str) -> str:
     return f"e:{short_id(message_id)}"
 
 
-def ended(client: Any, crawl_id: str, message_id: str, outcome: str, lifetimes: Lifetimes) -> None:
-    """Count a message's outcome; a final one only once per message, even if redelivered
-    (within ``CRAWLER_CLAIM_TTL``, as long as its claim says it is done)."""
-    final = outcome not in NOT_FINAL
-    if not final or client.add(_ended_key(message_id), 1, time=lifetimes.claim):
-        _add(client, _key(crawl_id, outcome), 1, lifetimes.grace)
+def ended(
+    client: Any,
+    crawl_id: str,
+    message_id: str,
+    outcome: str,
+    lifetimes: Lifetimes,
+    first: bool | None = None,
+) -> None:
+    """Count a message's outcome; a final one once per message, even if redelivered.
+
+    ``first`` is what the URL's claim said of this ending (see
+    :func:`crawler.frontier.claims.finish`): most endings are known from it; the rest
+    (failures, cancellations, duplicates, a claim gone) leave an ``ended`` mark of
+    their own for ``CRAWLER_CLAIM_TTL``.
+    """
+    if outcome not in NOT_FINAL:
+        if first is None:
+            first = bool(client.add(_ended_key(message_id), 1, time=lifetimes.claim))
+        if not first:
+            return
+    _add(client, _key(crawl_id, outcome), 1, lifetimes.grace)
 
 
 def reopened(client: Any, crawl_id: str, message_id: str) -> None:

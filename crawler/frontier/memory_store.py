@@ -57,6 +57,19 @@ class MemoryClient:
                     taken.append(key)
         return taken
 
+    def gets(self, key: str) -> tuple[Any, Any]:
+        """The value and, as its CAS token, the value itself (compared by :meth:`cas`)."""
+        value = self.get(key)
+        return value, value
+
+    def cas(self, key: str, value: Any, cas: Any, time: float = 0) -> bool:
+        with self._lock:
+            now = _now()
+            if self._live(key, now) != cas or cas is None:
+                return False
+            self._items[key] = (value, self._expiry(now, time))
+            return True
+
     def append(self, key: str, value: bytes) -> bool:
         with self._lock:
             current = self._live(key, _now())
