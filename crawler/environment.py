@@ -127,12 +127,23 @@ class Lifetimes:
     grace: int = 7 * 24 * 3600
 
 
+#: The longest lifetime Memcached takes as a number of seconds: it reads more as a date.
+LONGEST_LIFETIME = 30 * 24 * 3600
+
+
 def lifetimes_from_environment() -> Lifetimes:
     defaults = Lifetimes()
-    return Lifetimes(
+    lifetimes = Lifetimes(
         claim=math.ceil(number("CRAWLER_CLAIM_TTL", defaults.claim)),
         grace=math.ceil(number("CRAWLER_CRAWL_GRACE", defaults.grace)),
     )
+    for name, seconds in (
+        ("CRAWLER_CLAIM_TTL", lifetimes.claim),
+        ("CRAWLER_CRAWL_GRACE", lifetimes.grace),
+    ):
+        if seconds > LONGEST_LIFETIME:
+            raise ValueError(f"{name} must be at most {LONGEST_LIFETIME} seconds (30 days)")
+    return lifetimes
 
 
 def number(name: str, default: float) -> float:

@@ -13,7 +13,7 @@ from crawler import example
 from crawler.environment import Lifetimes
 from crawler.errors import PermanentError
 from crawler.frontier import claims, counters, journal
-from crawler.frontier.digests import owner_token, url_digest
+from crawler.frontier.digests import owner_token, short_id, url_digest
 
 URLS = [f"http://127.0.0.1:1/page/{i}.html" for i in range(5)]
 
@@ -90,6 +90,9 @@ def test_deliveries_of_one_attempt_are_bounded(memcached: pylibmc.Client, broker
     assert deliver(3) is False
     with pytest.raises(PermanentError, match="delivered 4 times"):
         deliver(4)
+    # An attempt that ended leaves no count behind (Redis keeps one per attempt).
+    claims.attempt_ended(memcached, Delivery(None if broker == "redis" else True))  # type: ignore[arg-type]
+    assert memcached.get_multi([f"d:{short_id('message-1')}:0:0:0"]) == {}
     # A retry is a new attempt with its own count, and not a first delivery.
     assert claims.bound_deliveries(memcached, Delivery(False, retries=1), 3, LIFETIMES) is False  # type: ignore[arg-type]
 

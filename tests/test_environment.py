@@ -11,6 +11,8 @@ import pytest
 
 from crawler.brokers import make_broker
 from crawler.environment import (
+    Lifetimes,
+    lifetimes_from_environment,
     limits_from_environment,
     memcached_servers,
     rabbitmq_url,
@@ -102,3 +104,16 @@ def test_an_idle_redis_worker_looks_at_its_queue_again_within_the_poll_cap(
     assert polls == [None] * 12
     # jittered: the capped pause is 50% to 100% of the cap
     assert len(pauses) == 12 and max(pauses) <= 0.04 and pauses[-1] >= 0.02
+
+
+def test_lifetimes_come_from_crawler_variables_within_memcacheds_30_days(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert lifetimes_from_environment() == Lifetimes(claim=3600, grace=7 * 24 * 3600)
+    monkeypatch.setenv("CRAWLER_CLAIM_TTL", "1.5")
+    monkeypatch.setenv("CRAWLER_CRAWL_GRACE", "60")
+    assert lifetimes_from_environment() == Lifetimes(claim=2, grace=60)
+
+    monkeypatch.setenv("CRAWLER_CRAWL_GRACE", str(31 * 24 * 3600))
+    with pytest.raises(ValueError, match="CRAWLER_CRAWL_GRACE must be at most 2592000 seconds"):
+        lifetimes_from_environment()

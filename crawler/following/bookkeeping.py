@@ -28,7 +28,7 @@ from crawler.following.records import Record, Recorder
 from crawler.frontier import claims, counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
-from crawler.outcomes import DUPLICATE, NOT_FINAL, OWN_ENDINGS
+from crawler.outcomes import CANCELLED, DUPLICATE, NOT_FINAL, OWN_ENDINGS
 
 Publish = Callable[[str, Record], None]
 #: Called with each record and its message, before the bookkeeping.
@@ -122,6 +122,8 @@ def settle(
                     counters.ended(
                         client, options.crawl_id, message.message_id, outcome, lifetimes, first
                     )
+                if outcome not in (DUPLICATE, CANCELLED):  # those never counted deliveries
+                    claims.attempt_ended(client, message)
                 if options.crawl_id is not None:
                     keep_alive(client, options.crawl_id)
                 if time.monotonic() >= next_eviction_check[0]:

@@ -160,7 +160,7 @@ def bound_deliveries(
     if redelivered is False:
         deliveries = 1
     else:
-        key = f"d:{short_id(message.message_id)}:{retries}:{deferrals}:{replays}"
+        key = _deliveries_key(message)
         added = client.add(key, 1, time=lifetimes.claim)
         counted = 1 if added else int(client.incr(key))
         deliveries = counted + (1 if redelivered else 0)
@@ -169,6 +169,18 @@ def bound_deliveries(
             f"delivered {deliveries} times without finishing; a worker may be dying on it"
         )
     return deliveries == 1 and retries == 0 and deferrals == 0 and replays == 0
+
+
+def _deliveries_key(message: dramatiq.Message[Any]) -> str:
+    attempt = [message.options.get(name, 0) for name in ("retries", "deferrals", "replays")]
+    return f"d:{short_id(message.message_id)}:{attempt[0]}:{attempt[1]}:{attempt[2]}"
+
+
+def attempt_ended(client: Any, message: dramatiq.Message[Any]) -> None:
+    """Drop the delivery count of an attempt that ended (none was kept for a RabbitMQ
+    message delivered once)."""
+    if getattr(message, "redelivered", None) is not False:
+        client.delete(_deliveries_key(message))
 
 
 def defer(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int) -> None:
@@ -233,12 +245,19 @@ def send_claimed(
     if not first_delivery:
         # Links this very message claimed on an earlier, interrupted try: send them
         # again, whether their claim still stands or only the journal remembers it.
+        # The earlier try may have stopped before journaling them: journal those whose
+        # claim stands again (an entry twice is harmless: the first one counts).
+        unjournaled = {}
         for key in keys:
             mine = owner_token(children[key])
-            if stored.get(key) == mine or (
-                key in missing and recorded.get(digests.get(keys[key], b"")) == mine
-            ):
+            if stored.get(key) == mine:
                 to_send.add(key)
+                unjournaled[key] = mine
+            elif key in missing and recorded.get(digests.get(keys[key], b"")) == mine:
+                to_send.add(key)
+        if crawl_id is not None and unjournaled:
+            entries = {digests[keys[key]]: mine for key, mine in unjournaled.items()}
+            journal.write(client, crawl_id, entries, lifetimes.grace)
     sent = []
     for key, url in keys.items():
         if key in to_send:
