@@ -33,10 +33,11 @@ def test_seeding_a_crawled_site_again_starts_a_crawl_that_fetches_every_page_aga
     assert f"{PAGES} pages fetched" in second.stdout and "0 skipped as duplicates" in second.stdout
 
 
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_crawl_id_adds_seeds_to_a_crawl_without_fetching_its_pages_again(
-    site: SiteServer, rabbitmq_env: dict[str, str]
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
 ) -> None:
-    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=4))
     extra = {f"/extra/{i}.html": site.pages[page_path(i)] for i in range(3)}
     site.pages.update(extra)

@@ -7,6 +7,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import (
     FAST_FAILURES,
@@ -26,12 +28,13 @@ def read_metrics() -> str:
         return str(response.read().decode())
 
 
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_a_crawl_in_a_memcached_that_evicts_ends_says_so_and_fetches_each_page_once(
-    site: SiteServer, rabbitmq_env: dict[str, str], tmp_path: Path
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     small = MemcachedProcess(memory_mb=2)  # evicts after some 14,000 keys
     env = environment(
-        **rabbitmq_env,
+        **request.getfixturevalue(broker_env),
         **FAST_FAILURES,
         MEMCACHED_SERVERS=small.servers,
         dramatiq_prom_db=str(tmp_path),
