@@ -84,27 +84,27 @@ def claim(
     if crawl_id is None:
         key = url_hash(url)
         stored = client.get(key)
-    else:
-        digest = url_digest(url, crawl_id)
-        key = _key(digest)
-        found = client.get_multi([key, counters.cancel_key(crawl_id)])
-        if counters.cancel_key(crawl_id) in found:
-            return CANCELLED
-        stored = found.get(key)
         if stored is None:
-            # A seed, or a claim that expired or was evicted: the journal knows which.
-            recorded = journal.owners(client, crawl_id, [digest]).get(digest)
-            if recorded is not None and recorded != owner:
-                return TAKEN
-            if client.add(key, owner, time=lifetimes.claim):
-                if recorded is None:
-                    journal.write(client, crawl_id, {digest: owner}, lifetimes.grace)
+            if client.add(key, owner, time=CLAIM_TTL):
                 return OWNED
             stored = client.get(key)
+        return OWNED if stored == owner else TAKEN
+    digest = url_digest(url, crawl_id)
+    key = _key(digest)
+    found = client.get_multi([key, counters.cancel_key(crawl_id)])
+    if counters.cancel_key(crawl_id) in found:
+        return CANCELLED
+    stored = found.get(key)
     if stored is None:
-        if client.add(key, owner, time=CLAIM_TTL):
+        # A seed, or a claim that expired or was evicted: the journal knows which.
+        recorded = journal.owners(client, crawl_id, [digest]).get(digest)
+        if recorded is not None and recorded != owner:
+            return TAKEN
+        if client.add(key, owner, time=lifetimes.claim):
+            if recorded is None:
+                journal.write(client, crawl_id, {digest: owner}, lifetimes.grace)
             return OWNED
-        stored = client.get(key)
+        stored = client.get(key)  # another message claimed it meanwhile
     return OWNED if stored == owner else TAKEN
 
 
