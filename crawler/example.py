@@ -215,6 +215,7 @@ def main(args: list[str]) -> int:
                 broker,
                 crawl.queue_name,
                 memcache_pool,
+                lifetimes,
                 arguments.dead_letters or arguments.replay,
                 replay=bool(arguments.replay),
             )

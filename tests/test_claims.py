@@ -161,3 +161,56 @@ def test_a_message_finishes_its_url_once_and_its_ending_is_counted_once(
     figures = counters.read(memcached, "crawl-1")
     assert figures is not None
     assert (figures["crawled"], figures["duplicate"]) == (2, 1)
+
+
+def test_a_given_up_url_counts_once_though_a_copy_fetches_it_and_counts_again_when_replayed(
+    memcached: pylibmc.Client,
+) -> None:
+    def end(outcome: str) -> None:
+        first = None
+        if outcome == "crawled":
+            ending = claims.finish(memcached, URLS[0], owner, "crawl-1", LIFETIMES)
+            first = None if ending == claims.UNKNOWN else ending == claims.FIRST
+        else:
+            claims.give_up(memcached, URLS[0], owner, "crawl-1", LIFETIMES)
+        counters.ended(memcached, "crawl-1", owner, outcome, LIFETIMES, first)
+
+    def figures() -> tuple[int, int]:
+        read = counters.read(memcached, "crawl-1")
+        assert read is not None
+        return read["failed"], read["crawled"]
+
+    owner = claims.child_message_id("parent-1", URLS[0])
+    assert claims.claim(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
+    end("failed")
+    assert figures() == (1, 0)
+    # A copy of the message (its parent redone) may still try, and fetches it: no recount.
+    assert claims.claim(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
+    end("crawled")
+    assert figures() == (1, 0)
+
+    # --replay of another given-up URL: reopened, then counted as what it becomes.
+    owner = claims.child_message_id("parent-1", URLS[1])
+    claims.claim(memcached, URLS[1], owner, "crawl-1", LIFETIMES)
+    claims.give_up(memcached, URLS[1], owner, "crawl-1", LIFETIMES)
+    counters.ended(memcached, "crawl-1", owner, "failed", LIFETIMES)
+    assert figures() == (2, 0)
+    claims.reopen(memcached, URLS[1], owner, "crawl-1", LIFETIMES)
+    counters.reopened(memcached, "crawl-1", owner)
+    ending = claims.finish(memcached, URLS[1], owner, "crawl-1", LIFETIMES)
+    assert ending == claims.FIRST
+    counters.ended(memcached, "crawl-1", owner, "crawled", LIFETIMES, True)
+    assert figures() == (1, 1)
+
+
+def test_a_message_whose_claim_was_lost_is_counted_once_through_its_mark(
+    memcached: pylibmc.Client,
+) -> None:
+    owner = claims.child_message_id("parent-1", URLS[0])
+    # Its claim expired or was evicted while it was in hand: whether it ended before is
+    # not known from the claim, so its mark decides, once.
+    assert claims.finish(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.UNKNOWN
+    counters.ended(memcached, "crawl-1", owner, "crawled", LIFETIMES)
+    counters.ended(memcached, "crawl-1", owner, "crawled", LIFETIMES)
+    read = counters.read(memcached, "crawl-1")
+    assert read is not None and read["crawled"] == 1

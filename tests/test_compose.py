@@ -109,3 +109,38 @@ def test_redis_command_requires_the_password_when_one_is_set(tmp_path: Path) -> 
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="needs a local redis-server")
+def test_redis_keeps_the_crawls_queue_across_a_restart_in_its_volume(tmp_path: Path) -> None:
+    """With REDIS=1 the compose Redis holds the queue: its append-only file, in the
+    ``redis-data`` volume mounted on its working directory, brings it back."""
+    assert "redis-data:/data" in SERVICES["redis"]["volumes"]
+    assert "rabbitmq-data:/var/lib/rabbitmq" in SERVICES["rabbitmq"]["volumes"]
+    assert SERVICES["rabbitmq"]["hostname"] == "rabbitmq"
+    assert set(COMPOSE["volumes"]) == {"redis-data", "rabbitmq-data"}
+    script = SERVICES["redis"]["command"][2].replace("$$", "$")
+    script = script.replace("exec docker-entrypoint.sh ", "exec ") + " --bind 127.0.0.1"
+    port = free_port()
+
+    def start() -> subprocess.Popen[bytes]:
+        server = subprocess.Popen(["sh", "-c", f"{script} --port {port}"], cwd=tmp_path)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=port).ping()
+                return server
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis from the compose command never answered"
+                time.sleep(0.1)
+
+    server = start()
+    try:
+        redis.Redis(port=port).rpush("dramatiq:default", b"a crawl message")
+        server.kill()  # no shutdown save: only the append-only file can bring it back
+        server.wait(timeout=10)
+        server = start()
+        assert redis.Redis(port=port).lrange("dramatiq:default", 0, -1) == [b"a crawl message"]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

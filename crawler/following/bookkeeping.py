@@ -28,7 +28,7 @@ from crawler.following.records import Record, Recorder
 from crawler.frontier import claims, counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
-from crawler.outcomes import CANCELLED, DUPLICATE, NOT_FINAL, OWN_ENDINGS
+from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
 
 Publish = Callable[[str, Record], None]
 #: Called with each record and its message, before the bookkeeping.
@@ -111,6 +111,10 @@ def settle(
                 ending = claims.UNKNOWN
                 if outcome in OWN_ENDINGS:
                     ending = claims.finish(
+                        client, record["url"], message.message_id, options.crawl_id, lifetimes
+                    )
+                elif outcome == FAILED:
+                    claims.give_up(
                         client, record["url"], message.message_id, options.crawl_id, lifetimes
                     )
                 elif outcome == DUPLICATE and options.crawl_id is not None:

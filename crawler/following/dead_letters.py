@@ -18,7 +18,8 @@ import pika
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import q_name, xq_name
 
-from crawler.frontier import counters
+from crawler.environment import Lifetimes
+from crawler.frontier import claims, counters
 
 #: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
 #: the bare ``crawl(url)`` messages of upstream, which belong to none.
@@ -41,8 +42,11 @@ def listing(broker: dramatiq.Broker, queue: str, crawl_id: str) -> list[Message]
     return _visit(broker, queue, crawl_id, send_again=None)
 
 
-def replay(broker: dramatiq.Broker, queue: str, crawl_id: str, pool: Any) -> list[Message]:
-    """Send the crawl's dead letters again and take them off the dead-letter queue."""
+def replay(
+    broker: dramatiq.Broker, queue: str, crawl_id: str, pool: Any, lifetimes: Lifetimes
+) -> list[Message]:
+    """Send the crawl's dead letters again and take them off the dead-letter queue; each
+    URL's claim is its message's again (``lifetimes`` long), to be finished anew."""
 
     def send_again(message: Message) -> None:
         replays = int(message.options.get("replays", 0)) + 1
@@ -57,8 +61,9 @@ def replay(broker: dramatiq.Broker, queue: str, crawl_id: str, pool: Any) -> lis
             )
         )
         owner = crawl_of(message)
-        if owner is not None:
-            with pool.reserve() as client:
+        with pool.reserve() as client:
+            claims.reopen(client, message.args[0], message.message_id, owner, lifetimes)
+            if owner is not None:
                 counters.reopened(client, owner, message.message_id)
 
     return _visit(broker, queue, crawl_id, send_again=send_again)

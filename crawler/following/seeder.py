@@ -187,11 +187,17 @@ def cancel(pool: Any, crawl_id: str, lifetimes: Lifetimes) -> int:
 
 
 def dead_letters(
-    broker: dramatiq.Broker, queue: str, pool: Any, crawl_id: str, *, replay: bool
+    broker: dramatiq.Broker,
+    queue: str,
+    pool: Any,
+    lifetimes: Lifetimes,
+    crawl_id: str,
+    *,
+    replay: bool,
 ) -> int:
     """List the crawl's dead-lettered URLs, or with ``replay`` send them again."""
     if replay:
-        messages = dead_letter_queue.replay(broker, queue, crawl_id, pool)
+        messages = dead_letter_queue.replay(broker, queue, crawl_id, pool, lifetimes)
     else:
         messages = dead_letter_queue.listing(broker, queue, crawl_id)
     for message in messages:

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import dramatiq
+import pylibmc
 from dramatiq.middleware import CurrentMessage
 
 from crawler.environment import Lifetimes
@@ -88,7 +89,8 @@ def claim(
             if client.add(key, owner, time=CLAIM_TTL):
                 return OWNED
             stored = client.get(key)
-        return OWNED if stored == owner else TAKEN
+        # (a claim written before this release held the whole message id)
+        return OWNED if stored in (owner, GIVEN_UP + owner, message_id.encode()) else TAKEN
     digest = url_digest(url, crawl_id)
     key = _key(digest)
     found = client.get_multi([key, counters.cancel_key(crawl_id)])
@@ -105,13 +107,13 @@ def claim(
                 journal.write(client, crawl_id, {digest: owner}, lifetimes.grace)
             return OWNED
         stored = client.get(key)  # another message claimed it meanwhile
-    return OWNED if stored == owner else TAKEN
+    return OWNED if stored in (owner, GIVEN_UP + owner) else TAKEN
 
 
 #: What :func:`finish` says of a message's final ending: its first, a repeat (a copy
-#: of the message finished the URL before), or not known from the claim (it is
-#: another message's now, or gone): then :func:`crawler.frontier.counters.ended`
-#: asks the message's own ``ended`` mark.
+#: of the message ended the URL before), or not known from the claim (it is another
+#: message's now, or was gone): then :func:`crawler.frontier.counters.ended` asks the
+#: message's own ``ended`` mark.
 FIRST, REPEAT, UNKNOWN = "first", "repeat", "unknown"
 
 
@@ -123,17 +125,44 @@ def finish(
     key, owner = url_hash(url, crawl_id), owner_token(message_id)
     for _ in range(2):
         stored, cas = client.gets(key)
-        if stored is None:
+        if stored is None:  # expired or evicted: whether it ended before is not known
             if client.add(key, DONE + owner, time=ttl(crawl_id, lifetimes)):
-                return FIRST
-        elif stored == DONE + owner:
+                return UNKNOWN
+            continue
+        if stored == DONE + owner:
             return REPEAT
-        elif stored != owner:
+        if stored not in (owner, GIVEN_UP + owner):
             client.set(key, DONE + owner, time=ttl(crawl_id, lifetimes))
             return UNKNOWN
-        elif client.cas(key, DONE + owner, cas, time=ttl(crawl_id, lifetimes)):
-            return FIRST
+        try:
+            swapped = client.cas(key, DONE + owner, cas, time=ttl(crawl_id, lifetimes))
+        except pylibmc.NotFound:  # gone since gets
+            continue
+        if swapped:
+            # Given up before, and counted so; a copy of the message fetched it after all.
+            return REPEAT if stored == GIVEN_UP + owner else FIRST
     return UNKNOWN
+
+
+#: A URL's claim once its message was given up: kept for ``CRAWLER_CRAWL_GRACE``, as
+#: long as the dead letter may be replayed.
+GIVEN_UP = b"f"
+
+
+def give_up(
+    client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
+) -> None:
+    """Mark ``url`` given up by ``message_id``: its ending is counted through its own
+    ``ended`` mark; a copy of the message (or ``--replay``) may still try it."""
+    time = lifetimes.grace if crawl_id is not None else CLAIM_TTL
+    client.set(url_hash(url, crawl_id), GIVEN_UP + owner_token(message_id), time=time)
+
+
+def reopen(
+    client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
+) -> None:
+    """``--replay``: the URL is ``message_id``'s again, to be finished and counted anew."""
+    client.set(url_hash(url, crawl_id), owner_token(message_id), time=ttl(crawl_id, lifetimes))
 
 
 def ending_of_duplicate(client: Any, url: str, message_id: str, crawl_id: str | None) -> str:
@@ -235,13 +264,13 @@ def send_claimed(
     taken = set(client.add_multi(fresh, time=ttl(crawl_id, lifetimes))) if fresh else set()
     to_send = {key for key in fresh if key not in taken}
     if crawl_id is not None:
+        counters.discovered(client, crawl_id, len(to_send), lifetimes.grace)
         journal.write(
             client,
             crawl_id,
             {digests[keys[key]]: fresh[key] for key in to_send},
             lifetimes.grace,
         )
-        counters.discovered(client, crawl_id, len(to_send), lifetimes.grace)
     if not first_delivery:
         # Links this very message claimed on an earlier, interrupted try: send them
         # again, whether their claim still stands or only the journal remembers it.

@@ -91,7 +91,9 @@ def ended(
     """
     if outcome not in NOT_FINAL:
         if first is None:
-            first = bool(client.add(_ended_key(message_id), 1, time=lifetimes.claim))
+            # A failure's mark lasts as long as its dead letter may be replayed.
+            time = lifetimes.grace if outcome == FAILED else lifetimes.claim
+            first = bool(client.add(_ended_key(message_id), 1, time=time))
         if not first:
             return
     _add(client, _key(crawl_id, outcome), 1, lifetimes.grace)

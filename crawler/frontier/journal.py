@@ -8,9 +8,10 @@ claimed URL, 8 bytes of the URL's digest and 8 of its owner's (the message id's)
 to one of :data:`BUCKETS` items per crawl.  The buckets are few and known by name, so a
 worker can refresh them, with the crawl's counters, while the crawl goes on
 (:func:`keys`); a finished crawl's expire ``CRAWLER_CRAWL_GRACE`` after their last
-refresh.  Being few, often written and refreshed, they are the last items an LRU cache
-lets go; when one is evicted all the same, Memcached's eviction count says so, and the
-crawl says that count (:func:`crawler.frontier.counters.evicted_during`).
+refresh.  Being few, often written and read, they outlived the claims in the eviction
+runs measured here, but Memcached's LRU is per slab class and promises nothing; when
+one is evicted, Memcached's eviction count says so, and the crawl says that count
+(:func:`crawler.frontier.counters.evicted_during`).
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ def owners(client: Any, crawl_id: str, digests: Iterable[bytes]) -> dict[bytes, 
         return {}
     found: dict[bytes, bytes] = {}
     for key, data in client.get_multi(list(wanted)).items():
-        sought = {digest[:DIGEST]: digest for digest in wanted[key]}
-        for start in range(0, len(data) - ENTRY + 1, ENTRY):
-            whole = sought.get(bytes(data[start : start + DIGEST]))
-            if whole is not None and whole not in found:
-                found[whole] = bytes(data[start + DIGEST : start + ENTRY])
+        for digest in wanted[key]:
+            start = data.find(digest[:DIGEST])  # a C search, at a million URLs 4 KB a bucket
+            while start != -1 and start % ENTRY:
+                start = data.find(digest[:DIGEST], start + 1)
+            if start != -1:
+                found[digest] = bytes(data[start + DIGEST : start + ENTRY])
     return found
