@@ -122,7 +122,30 @@ def memcached_evictions(client: Any) -> int | None:
     get_stats = getattr(client, "get_stats", None)
     if get_stats is None:
         return None
-    return sum(int(stats.get("evictions", 0)) for _server, stats in get_stats())
+    try:
+        every_server = get_stats()
+    except pylibmc.Error:
+        if len(client.addresses) == 1:
+            raise
+        # A server of the pool is down (its keys are gone with it): count the others'.
+        every_server = []
+        for address in client.addresses:
+            one = pylibmc.Client([address], binary=True, behaviors=_timeouts(client))
+            try:
+                every_server += one.get_stats()
+            except pylibmc.Error:
+                pass
+            finally:
+                one.disconnect_all()
+    return sum(int(stats.get("evictions", 0)) for _server, stats in every_server)
+
+
+def _timeouts(client: Any) -> dict[str, Any]:
+    return {name: client.behaviors[name] for name in TIMEOUTS}
+
+
+#: The behaviours a client of one server takes from the pool's client.
+TIMEOUTS = ("connect_timeout", "send_timeout", "receive_timeout", "_poll_timeout")
 
 
 def note_evictions_at_start(client: Any, crawl_id: str, ttl: int) -> None:

@@ -1,8 +1,12 @@
-"""pylibmc's ``ThreadMappedPool``, except that a client that failed is replaced.
+"""pylibmc's ``ThreadMappedPool``, except that a client of one server that failed is
+replaced.
 
 After a failed multi-key call (``add_multi``) libmemcached can keep a server
 "disabled until timed retry" for good, even once Memcached is back: seen here
 with pylibmc 1.6.3.  A fresh clone of the master client connects as it should.
+A client of a pool of servers is kept: it took the failed server out of its ring
+(``remove_failed``) and tries it again after ``dead_timeout``, whereas a fresh clone
+would meet the dead server again.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ class ThreadMappedPool(pylibmc.ThreadMappedPool):  # type: ignore[misc]
         try:
             yield client
         except pylibmc.Error:
-            failed = True
-            client.disconnect_all()  # dropped: the next reserve() clones a fresh one
+            if len(self.master.addresses) == 1:
+                failed = True
+                client.disconnect_all()  # dropped: the next reserve() clones a fresh one
             raise
         finally:
             if not failed:
