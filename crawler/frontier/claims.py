@@ -32,7 +32,7 @@ import pylibmc
 from dramatiq.middleware import CurrentMessage
 
 from crawler.environment import Lifetimes
-from crawler.errors import PermanentError
+from crawler.errors import PermanentError, TransientError
 from crawler.frontier import counters, journal
 from crawler.frontier.digests import owner_token, short_id, url_digest
 
@@ -88,7 +88,7 @@ def claim(
         if stored is None:
             if client.add(key, owner, time=CLAIM_TTL):
                 return OWNED
-            stored = client.get(key)
+            stored = _holder(client, key)
         # (a claim written before this release held the whole message id)
         return OWNED if stored in (owner, GIVEN_UP + owner, message_id.encode()) else TAKEN
     digest = url_digest(url, crawl_id)
@@ -106,8 +106,18 @@ def claim(
             if recorded is None:
                 journal.write(client, crawl_id, {digest: owner}, lifetimes.grace)
             return OWNED
-        stored = client.get(key)  # another message claimed it meanwhile
+        stored = _holder(client, key)  # another message claimed it meanwhile
     return OWNED if stored in (owner, GIVEN_UP + owner) else TAKEN
+
+
+def _holder(client: Any, key: str) -> Any:
+    """Who holds ``key`` after an ``add`` of it failed: another message, or nobody when
+    Memcached failed to store it (pylibmc's ``add`` says False for both), then the
+    attempt is retried rather than the URL skipped."""
+    stored = client.get(key)
+    if stored is None:
+        raise TransientError("Memcached did not store the URL's claim")
+    return stored
 
 
 #: What :func:`finish` says of a message's final ending: its first, a repeat (a copy
@@ -262,6 +272,13 @@ def send_claimed(
         if crawl_id is None or digests[keys[key]] not in recorded
     }
     taken = set(client.add_multi(fresh, time=ttl(crawl_id, lifetimes))) if fresh else set()
+    if taken:
+        # pylibmc lists a key Memcached failed to store (a failure, out of memory) with
+        # the keys another message holds: only a key that is there now is taken; for
+        # the others the page is retried rather than its links lost.
+        unstored = taken - set(client.get_multi(list(taken)))
+        if unstored:
+            raise TransientError(f"Memcached did not store {len(unstored)} claim(s) of links")
     to_send = {key for key in fresh if key not in taken}
     if crawl_id is not None:
         counters.discovered(client, crawl_id, len(to_send), lifetimes.grace)

@@ -20,6 +20,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from crawler.errors import TransientError
+
 #: Buckets per crawl: at a million URLs each holds some 4 KB.
 BUCKETS = 4096
 #: Bytes of an entry: the URL's digest, then its owner's.
@@ -49,8 +51,13 @@ def write(client: Any, crawl_id: str, claimed: Mapping[bytes, bytes], ttl: int) 
     for key, data in entries.items():
         # A bucket is created by its first entry; of two workers creating it, the
         # loser's add fails and it appends after all.
-        if not client.append(key, bytes(data)) and not client.add(key, bytes(data), time=ttl):
+        stored = (
             client.append(key, bytes(data))
+            or client.add(key, bytes(data), time=ttl)
+            or client.append(key, bytes(data))
+        )
+        if not stored:  # Memcached failed to store them: the page is retried
+            raise TransientError("Memcached did not store the crawl's journal entries")
 
 
 def owners(client: Any, crawl_id: str, digests: Iterable[bytes]) -> dict[bytes, bytes]:
