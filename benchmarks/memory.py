@@ -1,13 +1,14 @@
 """What a crawl keeps in Memcached, and what a Memcached too small for it does.
 
-    python benchmarks/memory.py bytes --pages 5000
+    python benchmarks/memory.py bytes --pages 5000 [--store redis]
     python benchmarks/memory.py evict --pages 40000 --memory 2
 
 ``bytes``: crawls a generated site (``--pages`` x 10 links, served on 127.0.0.1) with
 ``dramatiq crawler.example -p 2 -t 8`` on each broker and a Memcached of its own
 (``-m 1024``: nothing is evicted), then reads Memcached's ``bytes`` (the size of every
 item it holds, its own per-item header included) and ``curr_items``, and prints them
-per crawled URL.
+per crawled URL.  ``--store redis`` keeps the crawl's keys in a Redis of its own
+(``DEDUP_URL``) instead, and reads its ``used_memory`` (before and after) and ``dbsize``.
 
 ``evict``: the same crawl with the workers on RabbitMQ against a Memcached started with
 ``-m --memory``; the seeder waits up to ``--limit`` seconds.  It prints when (and
@@ -23,18 +24,25 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pylibmc
+import redis
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from tests.site_server import SiteServer, generate_site, page_path  # noqa: E402
-from tests.support import FAST_FAILURES, MemcachedProcess, clean_broker  # noqa: E402
+from tests.support import (  # noqa: E402
+    FAST_FAILURES,
+    MemcachedProcess,
+    RedisProcess,
+    clean_broker,
+)
 from tests.workers import WorkerProcesses, environment  # noqa: E402
 
 
@@ -47,7 +55,17 @@ def memcached_stats(servers: str) -> dict[str, int]:
     return {name: int(stats[name]) for name in ("bytes", "curr_items", "evictions")}
 
 
-def crawl(broker: str, pages: int, memory_mb: int, limit: float) -> dict[str, Any]:
+def redis_stats(url: str) -> dict[str, int]:
+    client = redis.Redis.from_url(url)
+    try:
+        return {"bytes": int(client.info("memory")["used_memory"]), "curr_items": client.dbsize()}
+    finally:
+        client.close()
+
+
+def crawl(
+    broker: str, pages: int, memory_mb: int, limit: float, store: str = "memcached"
+) -> dict[str, Any]:
     site = SiteServer().start()
     site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=10))
     with ExitStack() as stack:
@@ -59,6 +77,12 @@ def crawl(broker: str, pages: int, memory_mb: int, limit: float) -> dict[str, An
             **stack.enter_context(clean_broker(broker)),
             MEMCACHED_SERVERS=memcached.servers,
         )
+        redis_store = None
+        if store == "redis":
+            redis_store = RedisProcess(Path(tempfile.mkdtemp()))
+            stack.callback(redis_store.shut_down)
+            env["DEDUP_URL"] = redis_store.url
+            empty = redis_stats(redis_store.url)["bytes"]
         workers = WorkerProcesses(env, processes=2, threads=8)
         stack.callback(workers.stop)
         started = time.monotonic()
@@ -77,10 +101,15 @@ def crawl(broker: str, pages: int, memory_mb: int, limit: float) -> dict[str, An
             waiting.kill()
             _, stderr = waiting.communicate()
             ended = f"not after {limit:.0f} s"
-        stats = memcached_stats(memcached.servers)
+        if redis_store is None:
+            stats = memcached_stats(memcached.servers)
+        else:
+            stats = redis_stats(redis_store.url) | {"evictions": 0}
+            stats["bytes"] -= empty
         counts = site.fetch_counts()
         return {
             "broker": broker,
+            "store": store,
             "pages": pages,
             "memcached_mb": memory_mb,
             "ended_after_s": ended,
@@ -103,10 +132,12 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=5000)
     parser.add_argument("--memory", type=int, default=2, help="evict: Memcached's -m, MiB")
     parser.add_argument("--limit", type=float, default=300, help="seconds the seeder waits")
+    parser.add_argument("--store", choices=["memcached", "redis"], default="memcached")
     arguments = parser.parse_args()
     if arguments.measure == "bytes":
         for broker in ("rabbitmq", "redis"):
-            print(json.dumps(crawl(broker, arguments.pages, 1024, arguments.limit)), flush=True)
+            result = crawl(broker, arguments.pages, 1024, arguments.limit, arguments.store)
+            print(json.dumps(result), flush=True)
     else:
         result = crawl("rabbitmq", arguments.pages, arguments.memory, arguments.limit)
         print(json.dumps(result), flush=True)

@@ -48,6 +48,25 @@ def redis_url() -> str:
     return os.getenv("REDIS_URL") or DEFAULT_REDIS_URL
 
 
+def dedup_url() -> str | None:
+    """``DEDUP_URL``: a Redis URL to keep claims, the journal, counters and rate limits
+    in, instead of Memcached; None (the default) keeps them in Memcached."""
+    url = os.getenv("DEDUP_URL") or None
+    if url is not None and urlsplit(url).scheme not in ("redis", "rediss"):
+        raise ValueError(f"DEDUP_URL must be a redis:// or rediss:// URL, not {url!r}")
+    return url
+
+
+def dedup_store_name() -> str:
+    """The dedup store the crawler uses, password hidden, for messages."""
+    url = dedup_url()
+    if url is None:
+        return f"Memcached at {','.join(memcached_servers())}"
+    parts = urlsplit(url)
+    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+    return f"Redis at {urlunsplit((parts.scheme, host, parts.path, '', ''))}"
+
+
 def memcached_servers() -> list[str]:
     """``MEMCACHED_SERVERS`` is a comma-separated list such as ``mc1:11211,mc2``."""
     value = os.getenv("MEMCACHED_SERVERS") or DEFAULT_MEMCACHED_SERVERS

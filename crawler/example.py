@@ -26,10 +26,13 @@ from crawler import local_mode, options
 from crawler.brokers import BROKER_ERRORS, SendBack, make_broker
 from crawler.environment import (
     broker_address,
+    dedup_store_name,
+    dedup_url,
     lifetimes_from_environment,
     limits_from_environment,
     memcached_behaviors,
     memcached_servers,
+    uses_redis,
 )
 from crawler.errors import PermanentError
 from crawler.failures import reports_failures
@@ -37,7 +40,7 @@ from crawler.fetching import fetch, is_html, new_session, read_body
 from crawler.following import record_queue, records, seeder
 from crawler.following.bookkeeping import keep_books
 from crawler.following.records import Record, RecordFile
-from crawler.frontier import StorePool, claims, politeness
+from crawler.frontier import STORE_ERRORS, StorePool, claims, politeness, redis_store
 from crawler.frontier.memcached_pool import ThreadMappedPool
 from crawler.frontier.scope import child_arguments, links_to_follow, report_dropped
 from crawler.links.cleaning import clean_anchor
@@ -51,6 +54,8 @@ memcache_pool: StorePool = ThreadMappedPool(memcache_client)
 rate_limits_backend: RateLimiterBackend = MemcachedBackend(
     servers=memcached_servers(), binary=True, behaviors=memcached_behaviors()
 )
+if dedup_url() is not None:  # DEDUP_URL=redis://...: all of that in Redis instead
+    memcache_pool, rate_limits_backend = redis_store.stores(str(dedup_url()))
 anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()
@@ -267,17 +272,14 @@ def use_process_memory() -> None:
 
 
 def reach_services(command: Callable[[], int]) -> int:
-    """Run ``command``; a broker or Memcached that does not answer is one line and exit 1."""
+    """Run ``command``; a broker or dedup store that does not answer is one line and exit 1."""
     try:
         return command()
-    except BROKER_ERRORS as e:
-        print(f"error: cannot reach {broker_address()}: {e}", file=sys.stderr)
-        return 1
-    except pylibmc.Error as e:
-        print(
-            f"error: cannot reach Memcached at {','.join(memcached_servers())}: {e}",
-            file=sys.stderr,
-        )
+    except (*BROKER_ERRORS, *STORE_ERRORS) as e:
+        # A Redis error is the store's when the store is Redis and the broker is not.
+        store = isinstance(e, pylibmc.Error) or (dedup_url() is not None and not uses_redis())
+        where = dedup_store_name() if store else broker_address()
+        print(f"error: cannot reach {where}: {e}", file=sys.stderr)
         return 1
 
 

@@ -9,6 +9,7 @@ from typing import ParamSpec, TypeVar
 
 import dramatiq
 import pylibmc
+import redis
 from dramatiq.middleware import CurrentMessage, Interrupt
 
 from crawler.brokers.send_back import BROKER_ERRORS
@@ -30,6 +31,10 @@ def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
             return crawl(*args, **kwargs)
         except pylibmc.Error as e:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
+            report(url, error)
+            raise error from e
+        except redis.RedisError as e:  # the Redis broker's, or the DEDUP_URL store's
+            error = TransientError(f"Redis is unavailable: {type(e).__name__}: {e}")
             report(url, error)
             raise error from e
         except BROKER_ERRORS as e:

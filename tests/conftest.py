@@ -4,16 +4,19 @@ the test modules is in :mod:`tests.support`."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import dramatiq
 import pylibmc
 import pytest
+import redis
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
 from crawler.following.bookkeeping import keep_books
+from crawler.frontier.redis_store import RedisStorePool
 from tests.site_server import SiteServer
-from tests.support import MemcachedProcess, clean_broker, clean_memcached
+from tests.support import MemcachedProcess, RedisProcess, clean_broker, clean_memcached
 
 
 @pytest.fixture
@@ -27,6 +30,24 @@ def site() -> Iterator[SiteServer]:
 def memcached() -> Iterator[pylibmc.Client]:
     with clean_memcached() as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def own_redis_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """A Redis of the tests' own for the ``DEDUP_URL`` store (append-only file)."""
+    server = RedisProcess(tmp_path_factory.mktemp("redis-store"))
+    yield server
+    server.shut_down()
+
+
+@pytest.fixture(params=["memcached", "redis"])
+def store(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> Any:
+    """A dedup store's client, emptied: Memcached, or Redis as with ``DEDUP_URL``."""
+    if request.param == "memcached":
+        return memcached
+    server = request.getfixturevalue("own_redis_store")
+    redis.Redis.from_url(server.url).flushdb()
+    return RedisStorePool(server.url).client
 
 
 @pytest.fixture

@@ -161,6 +161,7 @@ class RedisProcess:
                 "",
             ],
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # never holding the test run's output open
         )
         wait_for_port(self.port)
         client = redis.Redis.from_url(self.url)

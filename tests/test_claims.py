@@ -7,6 +7,7 @@ from typing import Any
 import dramatiq
 import pylibmc
 import pytest
+import redis
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
@@ -14,6 +15,7 @@ from crawler.environment import Lifetimes
 from crawler.errors import PermanentError
 from crawler.frontier import claims, counters, journal
 from crawler.frontier.digests import owner_token, short_id, url_digest
+from crawler.frontier.redis_store import RedisStorePool
 
 URLS = [f"http://127.0.0.1:1/page/{i}.html" for i in range(5)]
 
@@ -39,34 +41,34 @@ def send(client: pylibmc.Client, parent: str, *, first_delivery: bool = True) ->
 
 
 def test_send_claimed_sends_only_unclaimed_links_and_counts_them(
-    memcached: pylibmc.Client, stub_broker: StubBroker
+    store: Any, stub_broker: StubBroker
 ) -> None:
-    memcached.set(claims.url_hash(URLS[1], "crawl-1"), b"someone-else")
-    memcached.set(claims.url_hash(URLS[3], "crawl-1"), claims.DONE)
+    store.set(claims.url_hash(URLS[1], "crawl-1"), b"someone-else")
+    store.set(claims.url_hash(URLS[3], "crawl-1"), claims.DONE)
 
-    sent = send(memcached, "parent-1")
+    sent = send(store, "parent-1")
 
     expected = [claims.child_message_id("parent-1", URLS[i]) for i in (0, 2, 4)]
     assert sent == expected
     assert [m.message_id for m in queued(stub_broker)] == expected
     assert [m.args[0] for m in queued(stub_broker)] == [URLS[0], URLS[2], URLS[4]]
     for i, message_id in zip((0, 2, 4), expected, strict=True):
-        assert memcached.get(claims.url_hash(URLS[i], "crawl-1")) == owner_token(message_id)
-    assert counters.read(memcached, "crawl-1")[counters.DISCOVERED] == 3  # type: ignore[index]
+        assert store.get(claims.url_hash(URLS[i], "crawl-1")) == owner_token(message_id)
+    assert counters.read(store, "crawl-1")[counters.DISCOVERED] == 3  # type: ignore[index]
     # Another page linking to the same URLs sends nothing: all are claimed now.
-    assert send(memcached, "parent-2") == []
+    assert send(store, "parent-2") == []
 
 
 def test_a_redelivered_parent_sends_again_what_it_claimed_before(
-    memcached: pylibmc.Client, stub_broker: StubBroker
+    store: Any, stub_broker: StubBroker
 ) -> None:
-    first = send(memcached, "parent-1")
+    first = send(store, "parent-1")
     assert len(first) == len(URLS)
     # Delivered again (the worker died after claiming): on the first delivery nothing is
     # taken as its own, on a redelivery its own claims are sent again under the same ids.
-    assert send(memcached, "parent-1") == []
-    assert send(memcached, "parent-1", first_delivery=False) == first
-    assert counters.read(memcached, "crawl-1")[counters.DISCOVERED] == len(URLS)  # type: ignore[index]
+    assert send(store, "parent-1") == []
+    assert send(store, "parent-1", first_delivery=False) == first
+    assert counters.read(store, "crawl-1")[counters.DISCOVERED] == len(URLS)  # type: ignore[index]
 
 
 class Delivery:
@@ -80,10 +82,10 @@ class Delivery:
 
 
 @pytest.mark.parametrize("broker", ["rabbitmq", "redis"])
-def test_deliveries_of_one_attempt_are_bounded(memcached: pylibmc.Client, broker: str) -> None:
+def test_deliveries_of_one_attempt_are_bounded(store: Any, broker: str) -> None:
     def deliver(nth: int) -> bool:
         redelivered = (nth > 1) if broker == "rabbitmq" else None
-        return claims.bound_deliveries(memcached, Delivery(redelivered), 3, LIFETIMES)  # type: ignore[arg-type]
+        return claims.bound_deliveries(store, Delivery(redelivered), 3, LIFETIMES)  # type: ignore[arg-type]
 
     assert deliver(1) is True
     assert deliver(2) is False
@@ -91,126 +93,150 @@ def test_deliveries_of_one_attempt_are_bounded(memcached: pylibmc.Client, broker
     with pytest.raises(PermanentError, match="delivered 4 times"):
         deliver(4)
     # An attempt that ended leaves no count behind (Redis keeps one per attempt).
-    claims.attempt_ended(memcached, Delivery(None if broker == "redis" else True))  # type: ignore[arg-type]
-    assert memcached.get_multi([f"d:{short_id('message-1')}:0:0:0"]) == {}
+    claims.attempt_ended(store, Delivery(None if broker == "redis" else True))  # type: ignore[arg-type]
+    assert store.get_multi([f"d:{short_id('message-1')}:0:0:0"]) == {}
     # A retry is a new attempt with its own count, and not a first delivery.
-    assert claims.bound_deliveries(memcached, Delivery(False, retries=1), 3, LIFETIMES) is False  # type: ignore[arg-type]
+    assert claims.bound_deliveries(store, Delivery(False, retries=1), 3, LIFETIMES) is False  # type: ignore[arg-type]
 
 
 def test_when_claims_are_gone_the_journal_says_who_owns_each_url(
-    memcached: pylibmc.Client, stub_broker: StubBroker
+    store: Any, stub_broker: StubBroker
 ) -> None:
-    first = send(memcached, "parent-1")
+    first = send(store, "parent-1")
     # The claims expire (CRAWLER_CLAIM_TTL) or are evicted; the journal stays.
     for url in URLS:
-        memcached.delete(claims.url_hash(url, "crawl-1"))
+        store.delete(claims.url_hash(url, "crawl-1"))
 
-    assert send(memcached, "parent-2") == []
-    assert send(memcached, "parent-1", first_delivery=False) == first
+    assert send(store, "parent-2") == []
+    assert send(store, "parent-1", first_delivery=False) == first
     owner, stranger = first[2], claims.child_message_id("parent-2", URLS[2])
-    assert claims.claim(memcached, URLS[2], stranger, "crawl-1", LIFETIMES) == claims.TAKEN
-    assert claims.claim(memcached, URLS[2], owner, "crawl-1", LIFETIMES) == claims.OWNED
-    assert counters.read(memcached, "crawl-1")[counters.DISCOVERED] == len(URLS)  # type: ignore[index]
+    assert claims.claim(store, URLS[2], stranger, "crawl-1", LIFETIMES) == claims.TAKEN
+    assert claims.claim(store, URLS[2], owner, "crawl-1", LIFETIMES) == claims.OWNED
+    assert counters.read(store, "crawl-1")[counters.DISCOVERED] == len(URLS)  # type: ignore[index]
 
 
-def test_a_seed_claimed_by_its_consumer_is_journaled_too(memcached: pylibmc.Client) -> None:
-    assert claims.claim(memcached, URLS[0], "seed-1", "crawl-1", LIFETIMES) == claims.OWNED
-    memcached.delete(claims.url_hash(URLS[0], "crawl-1"))
+def test_a_seed_claimed_by_its_consumer_is_journaled_too(store: Any) -> None:
+    assert claims.claim(store, URLS[0], "seed-1", "crawl-1", LIFETIMES) == claims.OWNED
+    store.delete(claims.url_hash(URLS[0], "crawl-1"))
 
-    assert claims.claim(memcached, URLS[0], "seed-2", "crawl-1", LIFETIMES) == claims.TAKEN
-    assert claims.claim(memcached, URLS[0], "seed-1", "crawl-1", LIFETIMES) == claims.OWNED
+    assert claims.claim(store, URLS[0], "seed-2", "crawl-1", LIFETIMES) == claims.TAKEN
+    assert claims.claim(store, URLS[0], "seed-1", "crawl-1", LIFETIMES) == claims.OWNED
     # Another crawl has claims of its own.
-    assert claims.claim(memcached, URLS[0], "seed-2", "crawl-2", LIFETIMES) == claims.OWNED
+    assert claims.claim(store, URLS[0], "seed-2", "crawl-2", LIFETIMES) == claims.OWNED
 
 
 def test_journal_entries_of_many_urls_spread_over_buckets_and_read_back(
-    memcached: pylibmc.Client,
+    store: Any,
 ) -> None:
     digests = {url_digest(f"http://h/{i}", "c"): owner_token(f"m{i}") for i in range(3000)}
     half = dict(list(digests.items())[:1500])
-    journal.write(memcached, "c", half, ttl=60)
-    journal.write(memcached, "c", {d: o for d, o in digests.items() if d not in half}, ttl=60)
+    journal.write(store, "c", half, ttl=60)
+    journal.write(store, "c", {d: o for d, o in digests.items() if d not in half}, ttl=60)
     # A second entry for a URL (a claim made again after a loss) never hides the first.
     some = next(iter(digests))
-    journal.write(memcached, "c", {some: owner_token("late")}, ttl=60)
+    journal.write(store, "c", {some: owner_token("late")}, ttl=60)
 
-    assert journal.owners(memcached, "c", digests) == digests
-    assert journal.owners(memcached, "c", [url_digest("http://h/nope", "c")]) == {}
-    stored = memcached.get_multi(journal.keys("c"))
+    assert journal.owners(store, "c", digests) == digests
+    assert journal.owners(store, "c", [url_digest("http://h/nope", "c")]) == {}
+    stored = store.get_multi(journal.keys("c"))
     assert sum(map(len, stored.values())) == (len(digests) + 1) * journal.ENTRY
 
 
 def test_a_message_finishes_its_url_once_and_its_ending_is_counted_once(
-    memcached: pylibmc.Client,
+    store: Any,
 ) -> None:
     owner = claims.child_message_id("parent-1", URLS[0])
-    assert claims.claim(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
+    assert claims.claim(store, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
 
-    assert claims.finish(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.FIRST
+    assert claims.finish(store, URLS[0], owner, "crawl-1", LIFETIMES) == claims.FIRST
     # A copy of the message (its ack was lost) finds the URL done by itself ...
-    assert claims.claim(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.TAKEN
-    assert claims.ending_of_duplicate(memcached, URLS[0], owner, "crawl-1") == claims.REPEAT
-    assert claims.finish(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.REPEAT
+    assert claims.claim(store, URLS[0], owner, "crawl-1", LIFETIMES) == claims.TAKEN
+    assert claims.ending_of_duplicate(store, URLS[0], owner, "crawl-1") == claims.REPEAT
+    assert claims.finish(store, URLS[0], owner, "crawl-1", LIFETIMES) == claims.REPEAT
     # ... another message for the URL is not known from the claim: it has an ended mark.
     other = claims.child_message_id("parent-2", URLS[0])
-    assert claims.ending_of_duplicate(memcached, URLS[0], other, "crawl-1") == claims.UNKNOWN
+    assert claims.ending_of_duplicate(store, URLS[0], other, "crawl-1") == claims.UNKNOWN
     for first in (True, False, None, None):
-        counters.ended(memcached, "crawl-1", owner, "crawled", LIFETIMES, first)
-    counters.ended(memcached, "crawl-1", other, "duplicate", LIFETIMES)
-    counters.ended(memcached, "crawl-1", other, "duplicate", LIFETIMES)
-    figures = counters.read(memcached, "crawl-1")
+        counters.ended(store, "crawl-1", owner, "crawled", LIFETIMES, first)
+    counters.ended(store, "crawl-1", other, "duplicate", LIFETIMES)
+    counters.ended(store, "crawl-1", other, "duplicate", LIFETIMES)
+    figures = counters.read(store, "crawl-1")
     assert figures is not None
     assert (figures["crawled"], figures["duplicate"]) == (2, 1)
 
 
 def test_a_given_up_url_counts_once_though_a_copy_fetches_it_and_counts_again_when_replayed(
-    memcached: pylibmc.Client,
+    store: Any,
 ) -> None:
     def end(outcome: str) -> None:
         first = None
         if outcome == "crawled":
-            ending = claims.finish(memcached, URLS[0], owner, "crawl-1", LIFETIMES)
+            ending = claims.finish(store, URLS[0], owner, "crawl-1", LIFETIMES)
             first = None if ending == claims.UNKNOWN else ending == claims.FIRST
         else:
-            claims.give_up(memcached, URLS[0], owner, "crawl-1", LIFETIMES)
-        counters.ended(memcached, "crawl-1", owner, outcome, LIFETIMES, first)
+            claims.give_up(store, URLS[0], owner, "crawl-1", LIFETIMES)
+        counters.ended(store, "crawl-1", owner, outcome, LIFETIMES, first)
 
     def figures() -> tuple[int, int]:
-        read = counters.read(memcached, "crawl-1")
+        read = counters.read(store, "crawl-1")
         assert read is not None
         return read["failed"], read["crawled"]
 
     owner = claims.child_message_id("parent-1", URLS[0])
-    assert claims.claim(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
+    assert claims.claim(store, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
     end("failed")
     assert figures() == (1, 0)
     # A copy of the message (its parent redone) may still try, and fetches it: no recount.
-    assert claims.claim(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
+    assert claims.claim(store, URLS[0], owner, "crawl-1", LIFETIMES) == claims.OWNED
     end("crawled")
     assert figures() == (1, 0)
 
     # --replay of another given-up URL: reopened, then counted as what it becomes.
     owner = claims.child_message_id("parent-1", URLS[1])
-    claims.claim(memcached, URLS[1], owner, "crawl-1", LIFETIMES)
-    claims.give_up(memcached, URLS[1], owner, "crawl-1", LIFETIMES)
-    counters.ended(memcached, "crawl-1", owner, "failed", LIFETIMES)
+    claims.claim(store, URLS[1], owner, "crawl-1", LIFETIMES)
+    claims.give_up(store, URLS[1], owner, "crawl-1", LIFETIMES)
+    counters.ended(store, "crawl-1", owner, "failed", LIFETIMES)
     assert figures() == (2, 0)
-    claims.reopen(memcached, URLS[1], owner, "crawl-1", LIFETIMES)
-    counters.reopened(memcached, "crawl-1", owner)
-    ending = claims.finish(memcached, URLS[1], owner, "crawl-1", LIFETIMES)
+    claims.reopen(store, URLS[1], owner, "crawl-1", LIFETIMES)
+    counters.reopened(store, "crawl-1", owner)
+    ending = claims.finish(store, URLS[1], owner, "crawl-1", LIFETIMES)
     assert ending == claims.FIRST
-    counters.ended(memcached, "crawl-1", owner, "crawled", LIFETIMES, True)
+    counters.ended(store, "crawl-1", owner, "crawled", LIFETIMES, True)
     assert figures() == (1, 1)
 
 
 def test_a_message_whose_claim_was_lost_is_counted_once_through_its_mark(
-    memcached: pylibmc.Client,
+    store: Any,
 ) -> None:
     owner = claims.child_message_id("parent-1", URLS[0])
     # Its claim expired or was evicted while it was in hand: whether it ended before is
     # not known from the claim, so its mark decides, once.
-    assert claims.finish(memcached, URLS[0], owner, "crawl-1", LIFETIMES) == claims.UNKNOWN
-    counters.ended(memcached, "crawl-1", owner, "crawled", LIFETIMES)
-    counters.ended(memcached, "crawl-1", owner, "crawled", LIFETIMES)
-    read = counters.read(memcached, "crawl-1")
+    assert claims.finish(store, URLS[0], owner, "crawl-1", LIFETIMES) == claims.UNKNOWN
+    counters.ended(store, "crawl-1", owner, "crawled", LIFETIMES)
+    counters.ended(store, "crawl-1", owner, "crawled", LIFETIMES)
+    read = counters.read(store, "crawl-1")
     assert read is not None and read["crawled"] == 1
+
+
+def test_the_redis_store_answers_as_memcached_does(own_redis_store: Any) -> None:
+    """The operations whose edge cases the frontier relies on, on the DEDUP_URL store."""
+    redis.Redis.from_url(own_redis_store.url).flushdb()
+    client = RedisStorePool(own_redis_store.url).client
+
+    assert client.add("k", b"a", time=60) is True
+    assert client.add("k", b"b", time=60) is False
+    assert client.add_multi({"k": b"x", "j": b"y"}, time=60) == ["k"]
+    assert client.get_multi(["k", "j", "none"]) == {"k": b"a", "j": b"y"}
+    with pytest.raises(KeyError):
+        client.incr("counter", 2)  # as Memcached's NotFound: a counter is added first
+    client.add("counter", 1, time=60)
+    assert client.incr("counter", 2) == 3 and client.decr("counter", 1) == 2
+    assert client.append("none", b"x") is False
+    assert client.append("k", b"bc") is True and client.get("k") == b"abc"
+    assert 0 < redis.Redis.from_url(own_redis_store.url).ttl("k") <= 60  # kept by append
+    _, token = client.gets("k")
+    assert client.cas("k", b"new", token, time=60) is True
+    assert client.cas("k", b"newer", token, time=60) is False and client.get("k") == b"new"
+    assert client.touch("k", 600) is True and client.touch("none", 600) is False
+    assert client.delete("k") is True and client.get("k") is None
+    assert client.get_stats()[0][1]["evictions"] == 0

@@ -69,7 +69,9 @@ def test_worker_reads_the_same_variables_as_the_crawler() -> None:
         "MEMCACHED_SERVERS": "memcached:11211",
     }
     readme = (PROJECT_ROOT / "README.md").read_text()
-    documented = set(re.findall(r"^\| `((?:CRAWLER|MEMCACHED)_[A-Z_]+)` \|", readme, re.M))
+    documented = set(
+        re.findall(r"^\| `((?:CRAWLER|MEMCACHED)_[A-Z_]+|DEDUP_URL)` \|", readme, re.M)
+    )
     assert passed_through == documented - {"MEMCACHED_SERVERS"}
     assert worker["command"][:2] == ["dramatiq", "crawler.example"]
     assert worker["profiles"] == ["worker"]

@@ -4,12 +4,15 @@ and the crawl's journal and counters are refreshed while it goes on."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pylibmc
 import pytest
+import redis
 
 from crawler.frontier import claims, journal
 from crawler.frontier.digests import url_digest
+from crawler.frontier.redis_store import RedisStorePool
 from tests.site_server import SiteServer, html, page_path
 from tests.support import FAST_FAILURES, crawl_id_of
 from tests.workers import WorkerProcesses, environment, seed
@@ -19,12 +22,27 @@ PAGES = 100
 CLAIM_TTL, GRACE = 1, 3
 
 
-@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+@pytest.mark.parametrize(
+    ("broker_env", "dedup"),
+    [("rabbitmq_env", "memcached"), ("redis_env", "memcached"), ("rabbitmq_env", "redis")],
+)
 def test_a_crawl_that_outlives_its_claims_and_grace_fetches_every_page_once(
-    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, memcached: pylibmc.Client
+    broker_env: str,
+    dedup: str,
+    site: SiteServer,
+    request: pytest.FixtureRequest,
+    memcached: pylibmc.Client,
 ) -> None:
+    store: Any = memcached
+    stores = {}
+    if dedup == "redis":  # DEDUP_URL: the same promise from the Redis store
+        server = request.getfixturevalue("own_redis_store")
+        redis.Redis.from_url(server.url).flushdb()
+        store = RedisStorePool(server.url).client
+        stores["DEDUP_URL"] = server.url
     env = environment(
         **request.getfixturevalue(broker_env),
+        **stores,
         **FAST_FAILURES,
         CRAWLER_CLAIM_TTL=str(CLAIM_TTL),
         CRAWLER_CRAWL_GRACE=str(GRACE),
@@ -43,8 +61,8 @@ def test_a_crawl_that_outlives_its_claims_and_grace_fetches_every_page_once(
         crawl_id = crawl_id_of(crawled.stdout)
         urls = [site.url(page_path(i)) for i in range(PAGES)]
         digests = [url_digest(url, crawl_id) for url in urls]
-        journaled = journal.owners(memcached, crawl_id, digests)
-        claimed = memcached.get_multi([claims.url_hash(url, crawl_id) for url in urls[:10]])
+        journaled = journal.owners(store, crawl_id, digests)
+        claimed = store.get_multi([claims.url_hash(url, crawl_id) for url in urls[:10]])
     finally:
         assert workers.stop() == 0
 

@@ -12,6 +12,8 @@ import pytest
 from crawler.brokers import make_broker
 from crawler.environment import (
     Lifetimes,
+    dedup_store_name,
+    dedup_url,
     lifetimes_from_environment,
     limits_from_environment,
     memcached_servers,
@@ -117,3 +119,14 @@ def test_lifetimes_come_from_crawler_variables_within_memcacheds_30_days(
     monkeypatch.setenv("CRAWLER_CRAWL_GRACE", str(31 * 24 * 3600))
     with pytest.raises(ValueError, match="CRAWLER_CRAWL_GRACE must be at most 2592000 seconds"):
         lifetimes_from_environment()
+
+
+def test_dedup_url_is_a_redis_url_or_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert dedup_url() is None
+    assert dedup_store_name() == "Memcached at localhost"
+    monkeypatch.setenv("DEDUP_URL", "redis://:secret@store.example:6380/2")
+    assert dedup_url() == "redis://:secret@store.example:6380/2"
+    assert dedup_store_name() == "Redis at redis://store.example:6380/2"  # no password
+    monkeypatch.setenv("DEDUP_URL", "memcached://store:11211")
+    with pytest.raises(ValueError, match="DEDUP_URL must be a redis:// or rediss:// URL"):
+        dedup_url()

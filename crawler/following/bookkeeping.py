@@ -19,13 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 import dramatiq
-import pylibmc
 from dramatiq.middleware import CurrentMessage, Retries
 
 from crawler import metrics
 from crawler.environment import Lifetimes
 from crawler.following.records import Record, Recorder
-from crawler.frontier import claims, counters
+from crawler.frontier import STORE_ERRORS, claims, counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
@@ -135,10 +134,13 @@ def settle(
                     if evictions is not None:
                         metrics.memcached_evictions(evictions)
                     next_eviction_check[0] = time.monotonic() + EVICTION_CHECK
-        except pylibmc.Error as e:
+        except STORE_ERRORS as e:
             # The message is over either way; only its bookkeeping is lost.
             logger.warning(
-                "Could not record that %r ended (%s) in Memcached: %s", record["url"], outcome, e
+                "Could not record that %r ended (%s) in the dedup store: %s",
+                record["url"],
+                outcome,
+                e,
             )
 
     return on_record

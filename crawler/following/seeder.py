@@ -9,15 +9,14 @@ from contextlib import closing
 from typing import Any
 
 import dramatiq
-import pylibmc
 
 from crawler.brokers.send_back import BROKER_ERRORS
-from crawler.environment import Lifetimes, uses_redis
+from crawler.environment import Lifetimes, dedup_store_name, uses_redis
 from crawler.following import dead_letters as dead_letter_queue
 from crawler.following import record_queue
 from crawler.following.progress import Progress
 from crawler.following.records import RecordFile
-from crawler.frontier import counters
+from crawler.frontier import STORE_ERRORS, counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
 from crawler.outcomes import (
@@ -93,6 +92,7 @@ def follow(
     """
     progress = Progress()
     broker_name = "Redis" if uses_redis() else "RabbitMQ"
+    store_name = dedup_store_name().partition(" at ")[0]
     written: set[str] = set()
     expected: set[str] = set(seeds)
     ended: set[str] = set()
@@ -128,10 +128,10 @@ def follow(
                         progress.evicted = counters.evicted_during(client, crawl_id)
                         keep_alive(client, crawl_id)
                     next_eviction_check = time.monotonic() + EVICTION_CHECK
-            except pylibmc.Error:
-                progress.waiting_for.add("Memcached")
+            except STORE_ERRORS:
+                progress.waiting_for.add(store_name)
             else:
-                progress.waiting_for.discard("Memcached")
+                progress.waiting_for.discard(store_name)
                 progress.discovered = max(figures[counters.DISCOVERED], len(expected))
                 progress.counts[RETRYING] = figures[RETRYING]
             progress.show()
@@ -215,7 +215,8 @@ def dead_letters(
 
 def _unknown(crawl_id: str) -> int:
     """Say that no crawl ``crawl_id`` is known: exit code 2."""
-    print(f"error: no crawl {crawl_id} is known to Memcached", file=sys.stderr)
+    store = dedup_store_name().partition(" at ")[0]
+    print(f"error: no crawl {crawl_id} is known to {store}", file=sys.stderr)
     return 2
 
 

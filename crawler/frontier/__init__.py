@@ -1,11 +1,18 @@
 """The frontier: which URLs enter a crawl (scope), which message owns each (claims),
 when it may be fetched (politeness: budget, robots.txt, rate), the crawl's counters,
-and the stores they live in (Memcached, or this process's memory with ``--local``)."""
+and the stores they live in (Memcached, Redis with ``DEDUP_URL``, or this process's
+memory with ``--local``)."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
+
+import pylibmc
+import redis
+
+#: What a dedup store raises when it cannot answer: Memcached's errors, or Redis's.
+STORE_ERRORS: tuple[type[BaseException], ...] = (pylibmc.Error, redis.RedisError)
 
 
 class StorePool(Protocol):

@@ -1,0 +1,131 @@
+"""The dedup store in Redis (``DEDUP_URL=redis://...``): what lives in Memcached by
+default (claims, the crawl's journal, counters, budgets, robots.txt and rate limits),
+with the same operations, in a store that keeps it.
+
+Memcached is a cache: it evicts when full and forgets everything when restarted. A
+Redis with an append-only file keeps every claim across a restart, and with
+``maxmemory-policy noeviction`` refuses a write rather than drop a key (the attempt is
+then retried). Each operation is one command or one Lua script, so each is as atomic
+as its Memcached counterpart: ``add`` is ``SET NX``, ``add_multi`` a pipeline of them,
+``incr`` fails on a missing key, ``append`` keeps the key's expiry, ``cas`` compares
+values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from dramatiq.rate_limits.backends import RedisBackend
+
+_INCR = """
+if redis.call('exists', KEYS[1]) == 1 then return redis.call('incrby', KEYS[1], ARGV[1]) end
+"""
+_APPEND = """
+if redis.call('exists', KEYS[1]) == 0 then return 0 end
+redis.call('append', KEYS[1], ARGV[1])
+return 1
+"""
+_CAS = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+if tonumber(ARGV[3]) > 0 then redis.call('set', KEYS[1], ARGV[2], 'EX', ARGV[3])
+else redis.call('set', KEYS[1], ARGV[2]) end
+return 1
+"""
+
+
+class RedisStoreClient:
+    """The subset of ``pylibmc.Client`` the crawler uses, on one Redis (thread-safe)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.redis = client
+        self._incr = client.register_script(_INCR)
+        self._append = client.register_script(_APPEND)
+        self._cas = client.register_script(_CAS)
+
+    def get(self, key: str) -> Any:
+        return self.redis.get(key)
+
+    def get_multi(self, keys: Iterable[str]) -> dict[str, Any]:
+        keys = list(keys)
+        if not keys:
+            return {}
+        values = self.redis.mget(keys)
+        return {key: value for key, value in zip(keys, values, strict=True) if value is not None}
+
+    def set(self, key: str, value: Any, time: float = 0) -> bool:
+        return bool(self.redis.set(key, value, ex=_seconds(time)))
+
+    def add(self, key: str, value: Any, time: float = 0) -> bool:
+        return bool(self.redis.set(key, value, ex=_seconds(time), nx=True))
+
+    def add_multi(self, mapping: Mapping[str, Any], time: float = 0) -> list[str]:
+        """Store each key that is absent; return the keys that were already there."""
+        pipeline = self.redis.pipeline(transaction=False)
+        for key, value in mapping.items():
+            pipeline.set(key, value, ex=_seconds(time), nx=True)
+        stored = pipeline.execute()
+        return [key for key, done in zip(mapping, stored, strict=True) if not done]
+
+    def incr(self, key: str, delta: int = 1) -> int:
+        value = self._incr(keys=[key], args=[delta])
+        if value is None:
+            raise KeyError(key)  # as Memcached's NotFound: the counter must be added first
+        return int(value)
+
+    def decr(self, key: str, delta: int = 1) -> int:
+        return self.incr(key, -delta)
+
+    def delete(self, key: str) -> bool:
+        return bool(self.redis.delete(key))
+
+    def append(self, key: str, value: bytes) -> bool:
+        return bool(self._append(keys=[key], args=[value]))
+
+    def touch(self, key: str, time: float) -> bool:
+        return bool(self.redis.expire(key, _seconds(time) or 1))
+
+    def gets(self, key: str) -> tuple[Any, Any]:
+        """The value and, as its CAS token, the value itself (compared by :meth:`cas`)."""
+        value = self.redis.get(key)
+        return value, value
+
+    def cas(self, key: str, value: Any, cas: Any, time: float = 0) -> bool:
+        if cas is None:
+            return False
+        return bool(self._cas(keys=[key], args=[cas, value, _seconds(time) or 0]))
+
+    def get_stats(self) -> list[tuple[str, dict[str, Any]]]:
+        """Redis's evicted keys, under Memcached's name for them."""
+        info = self.redis.info("stats")
+        return [("redis", {"evictions": info.get("evicted_keys", 0)})]
+
+
+def _seconds(time: float) -> int | None:
+    return int(time) if time else None
+
+
+#: Seconds a Redis command of the store may wait, below the actor's 10 s time limit.
+TIMEOUT = 5
+
+
+class RedisStorePool:
+    """Stands where ``pylibmc.ThreadMappedPool`` does: ``with pool.reserve() as client``."""
+
+    def __init__(self, url: str) -> None:
+        # Bounded waits, as Memcached's: a hung Redis fails the attempt, which is retried.
+        connection = redis.Redis.from_url(
+            url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT
+        )
+        self.client = RedisStoreClient(connection)
+
+    @contextmanager
+    def reserve(self) -> Iterator[RedisStoreClient]:
+        yield self.client
+
+
+def stores(url: str) -> tuple[RedisStorePool, RedisBackend]:
+    """The dedup store and rate-limiter backend on the Redis at ``url``."""
+    return RedisStorePool(url), RedisBackend(url=url)
