@@ -57,8 +57,13 @@ def dedup_url() -> str | None:
     return url
 
 
+def dedup_store_kind() -> str:
+    """``"Redis"`` with ``DEDUP_URL``, else ``"Memcached"``."""
+    return "Memcached" if dedup_url() is None else "Redis"
+
+
 def dedup_store_name() -> str:
-    """The dedup store the crawler uses, password hidden, for messages."""
+    """The dedup store the crawler uses and where, password hidden, for messages."""
     url = dedup_url()
     if url is None:
         return f"Memcached at {','.join(memcached_servers())}"

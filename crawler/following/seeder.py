@@ -11,7 +11,7 @@ from typing import Any
 import dramatiq
 
 from crawler.brokers.send_back import BROKER_ERRORS
-from crawler.environment import Lifetimes, dedup_store_name, uses_redis
+from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
 from crawler.following import dead_letters as dead_letter_queue
 from crawler.following import record_queue
 from crawler.following.progress import Progress
@@ -92,7 +92,7 @@ def follow(
     """
     progress = Progress()
     broker_name = "Redis" if uses_redis() else "RabbitMQ"
-    store_name = dedup_store_name().partition(" at ")[0]
+    store_name = dedup_store_kind()
     written: set[str] = set()
     expected: set[str] = set(seeds)
     ended: set[str] = set()
@@ -215,8 +215,7 @@ def dead_letters(
 
 def _unknown(crawl_id: str) -> int:
     """Say that no crawl ``crawl_id`` is known: exit code 2."""
-    store = dedup_store_name().partition(" at ")[0]
-    print(f"error: no crawl {crawl_id} is known to {store}", file=sys.stderr)
+    print(f"error: no crawl {crawl_id} is known to {dedup_store_kind()}", file=sys.stderr)
     return 2
 
 

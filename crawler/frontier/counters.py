@@ -16,6 +16,7 @@ import pylibmc
 
 from crawler.environment import Lifetimes
 from crawler.frontier.digests import short_id
+from crawler.frontier.memcached_pool import server_stats
 from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, RETRYING
 
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
@@ -117,35 +118,11 @@ def read(client: Any, crawl_id: str) -> dict[str, int] | None:
 
 
 def memcached_evictions(client: Any) -> int | None:
-    """Items Memcached has evicted since it started, over all its servers; None for a
-    store that evicts nothing (the in-memory one of ``--local``)."""
-    get_stats = getattr(client, "get_stats", None)
-    if get_stats is None:
+    """Items Memcached has evicted since it started, over all its servers that answer;
+    None for a store that evicts nothing (the in-memory one of ``--local``)."""
+    if getattr(client, "get_stats", None) is None:
         return None
-    try:
-        every_server = get_stats()
-    except pylibmc.Error:
-        if len(client.addresses) == 1:
-            raise
-        # A server of the pool is down (its keys are gone with it): count the others'.
-        every_server = []
-        for address in client.addresses:
-            one = pylibmc.Client([address], binary=True, behaviors=_timeouts(client))
-            try:
-                every_server += one.get_stats()
-            except pylibmc.Error:
-                pass
-            finally:
-                one.disconnect_all()
-    return sum(int(stats.get("evictions", 0)) for _server, stats in every_server)
-
-
-def _timeouts(client: Any) -> dict[str, Any]:
-    return {name: client.behaviors[name] for name in TIMEOUTS}
-
-
-#: The behaviours a client of one server takes from the pool's client.
-TIMEOUTS = ("connect_timeout", "send_timeout", "receive_timeout", "_poll_timeout")
+    return sum(int(stats.get("evictions", 0)) for _server, stats in server_stats(client))
 
 
 def note_evictions_at_start(client: Any, crawl_id: str, ttl: int) -> None:

@@ -7,6 +7,9 @@ with pylibmc 1.6.3.  A fresh clone of the master client connects as it should.
 A client of a pool of servers is kept: it took the failed server out of its ring
 (``remove_failed``) and tries it again after ``dead_timeout``, whereas a fresh clone
 would meet the dead server again.
+
+Beside it, pylibmc's other quirks worked around in one place: ``touch`` and the
+stats of a pool with a server down.
 """
 
 from __future__ import annotations
@@ -55,3 +58,28 @@ def touch_all(client: Any, keys: list[str], ttl: int) -> None:
             text.touch(key, ttl)
     finally:
         text.disconnect_all()
+
+
+#: The behaviours a client of one server takes from the pool's client.
+TIMEOUTS = ("connect_timeout", "send_timeout", "receive_timeout", "_poll_timeout")
+
+
+def server_stats(client: Any) -> list[tuple[str, dict[str, Any]]]:
+    """``client.get_stats()``; for a pool of Memcached servers with one down (its keys
+    gone with it), the stats of those that answer, asked one by one."""
+    try:
+        return list(client.get_stats())
+    except pylibmc.Error:
+        if not isinstance(client, pylibmc.Client) or len(client.addresses) == 1:
+            raise
+    answering = []
+    timeouts = {name: client.behaviors[name] for name in TIMEOUTS}
+    for address in client.addresses:
+        one = pylibmc.Client([address], binary=True, behaviors=timeouts)
+        try:
+            answering += one.get_stats()
+        except pylibmc.Error:
+            pass
+        finally:
+            one.disconnect_all()
+    return answering
