@@ -12,7 +12,7 @@ from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
 from crawler.environment import Lifetimes
-from crawler.errors import PermanentError
+from crawler.errors import PermanentError, TransientError
 from crawler.frontier import claims, counters, journal
 from crawler.frontier.digests import owner_token, short_id, url_digest
 from crawler.frontier.redis_store import RedisStorePool
@@ -240,3 +240,32 @@ def test_the_redis_store_answers_as_memcached_does(own_redis_store: Any) -> None
     assert client.touch("k", 600) is True and client.touch("none", 600) is False
     assert client.delete("k") is True and client.get("k") is None
     assert client.get_stats()[0][1]["evictions"] == 0
+
+
+class FailingToStore:
+    """A store whose ``add`` and ``add_multi`` fail without storing, as pylibmc reports a
+    Memcached out of memory: the same False (or listed key) as a key already held."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def add(self, key: str, value: Any, time: float = 0) -> bool:
+        return False
+
+    def add_multi(self, mapping: dict[str, Any], time: float = 0) -> list[str]:
+        return list(mapping)
+
+
+def test_a_claim_memcached_failed_to_store_retries_instead_of_skipping_the_url(
+    store: Any, stub_broker: StubBroker
+) -> None:
+    failing = FailingToStore(store)
+
+    with pytest.raises(TransientError, match="did not store the URL's claim"):
+        claims.claim(failing, URLS[0], "seed-1", "crawl-1", LIFETIMES)
+    with pytest.raises(TransientError, match="did not store 5 claim"):
+        send(failing, "parent-1")
+    assert queued(stub_broker) == []
