@@ -125,7 +125,10 @@ def settle(
                     counters.ended(
                         client, options.crawl_id, message.message_id, outcome, lifetimes, first
                     )
-                if outcome not in (DUPLICATE, CANCELLED):  # those never counted deliveries
+                # A message's delivery count goes with its last attempt; a retrying one
+                # may still be handed back (the broker refused its retry) and must then
+                # count as delivered again, to send its claimed links again.
+                if outcome not in (DUPLICATE, CANCELLED, *NOT_FINAL):
                     claims.attempt_ended(client, message)
                 if options.crawl_id is not None:
                     keep_alive(client, options.crawl_id)
