@@ -50,10 +50,14 @@ def redis_url() -> str:
 
 def dedup_url() -> str | None:
     """``DEDUP_URL``: a Redis URL to keep claims, the journal, counters and rate limits
-    in, instead of Memcached; None (the default) keeps them in Memcached."""
+    in, instead of Memcached (``redis+cluster://`` for a Redis Cluster); None (the
+    default) keeps them in Memcached."""
     url = os.getenv("DEDUP_URL") or None
-    if url is not None and urlsplit(url).scheme not in ("redis", "rediss"):
-        raise ValueError(f"DEDUP_URL must be a redis:// or rediss:// URL, not {url!r}")
+    schemes = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+    if url is not None and urlsplit(url).scheme not in schemes:
+        raise ValueError(
+            f"DEDUP_URL must be a redis://, rediss:// or redis+cluster:// URL, not {url!r}"
+        )
     return url
 
 
@@ -120,6 +124,8 @@ class Limits:
       max_deliveries(int): Deliveries of one attempt (say, after worker crashes) before giving up.
       min_backoff(int): Milliseconds before the first retry; doubles for each retry.
       max_backoff(int): Longest wait before a retry, in milliseconds.
+      store_patience(float): Seconds a message's bookkeeping (its URL marked done, its
+        ending counted) keeps trying a dedup store that fails, as during a restart.
     """
 
     fetch_deadline: float = 8.0
@@ -128,6 +134,7 @@ class Limits:
     max_deliveries: int = 3
     min_backoff: int = 15_000
     max_backoff: int = 300_000
+    store_patience: float = 15.0
 
 
 #: The actor's ``time_limit``, in seconds; a fetch's deadline must stay below it.
@@ -143,6 +150,7 @@ def limits_from_environment() -> Limits:
         max_deliveries=int(number("CRAWLER_MAX_DELIVERIES", defaults.max_deliveries)),
         min_backoff=int(number("CRAWLER_MIN_BACKOFF_MS", defaults.min_backoff)),
         max_backoff=int(number("CRAWLER_MAX_BACKOFF_MS", defaults.max_backoff)),
+        store_patience=number("CRAWLER_STORE_PATIENCE", defaults.store_patience),
     )
     if limits.fetch_deadline >= ACTOR_TIME_LIMIT:
         raise ValueError(

@@ -69,6 +69,7 @@ keep_books(
     lifetimes,
     publish=partial(record_queue.publish, broker),
     on_unsent=send_back.could_not_send,
+    patience=limits.store_patience,
 )
 dramatiq.set_broker(broker)
 

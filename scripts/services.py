@@ -2,8 +2,10 @@
 """Make sure RabbitMQ, Redis and Memcached answer at the configured addresses.
 
 A running service is used as it is.  Otherwise the missing ones are started with
-``docker compose`` when a Docker engine answers, or from locally installed
-binaries; failing both, this says how to get them and exits non-zero.
+``docker compose`` when a Docker engine answers, or from local binaries, installed
+with apt-get first when they are missing and this runs as root on Debian or Ubuntu
+(a fresh machine has no Memcached); failing all that, this says how to get them and
+exits non-zero.
 """
 
 from __future__ import annotations
@@ -38,6 +40,22 @@ def docker_engine() -> bool:
     )
 
 
+def apt_install(package: str) -> None:
+    """Install a Debian package when this runs as root where apt-get exists: a fresh
+    machine's package lists may be empty or stale, so a failed install updates them once."""
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return
+    print(f"services: installing {package} with apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+
+    def apt_get(*arguments: str) -> bool:
+        done = subprocess.run(["apt-get", *arguments], env=env, stdout=subprocess.DEVNULL)
+        return done.returncode == 0
+
+    if not apt_get("install", "-y", package) and apt_get("update"):
+        apt_get("install", "-y", package)
+
+
 def local_command(name: str, port: int) -> list[str] | None:
     as_root = ["-u", "root"] if os.geteuid() == 0 else []
     commands = {
@@ -46,6 +64,8 @@ def local_command(name: str, port: int) -> list[str] | None:
         "rabbitmq": ["rabbitmq-server", "-detached"],
     }
     command = commands[name]
+    if not shutil.which(command[0]):
+        apt_install(PACKAGES[name])
     return command if shutil.which(command[0]) else None
 
 

@@ -16,7 +16,13 @@ from crawler import example
 from crawler.following.bookkeeping import keep_books
 from crawler.frontier.redis_store import RedisStorePool
 from tests.site_server import SiteServer
-from tests.support import MemcachedProcess, RedisProcess, clean_broker, clean_memcached
+from tests.support import (
+    MemcachedProcess,
+    RedisClusterProcesses,
+    RedisProcess,
+    clean_broker,
+    clean_memcached,
+)
 
 
 @pytest.fixture
@@ -40,11 +46,24 @@ def own_redis_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisP
     server.shut_down()
 
 
-@pytest.fixture(params=["memcached", "redis"])
+@pytest.fixture(scope="session")
+def own_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterProcesses]:
+    """A Redis Cluster of the tests' own (three nodes) for ``DEDUP_URL=redis+cluster://``."""
+    cluster = RedisClusterProcesses(tmp_path_factory.mktemp("redis-cluster"))
+    yield cluster
+    cluster.shut_down()
+
+
+@pytest.fixture(params=["memcached", "redis", "redis-cluster"])
 def store(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> Any:
-    """A dedup store's client, emptied: Memcached, or Redis as with ``DEDUP_URL``."""
+    """A dedup store's client, emptied: Memcached, or Redis as with ``DEDUP_URL`` (one
+    server, or a cluster of three)."""
     if request.param == "memcached":
         return memcached
+    if request.param == "redis-cluster":
+        cluster = request.getfixturevalue("own_redis_cluster")
+        cluster.flush()
+        return RedisStorePool(cluster.url).client
     server = request.getfixturevalue("own_redis_store")
     redis.Redis.from_url(server.url).flushdb()
     return RedisStorePool(server.url).client

@@ -36,6 +36,7 @@ FAST_FAILURES = {
     "CRAWLER_MIN_BACKOFF_MS": "100",
     "CRAWLER_MAX_BACKOFF_MS": "2000",
     "CRAWLER_FETCH_DEADLINE": "1.5",
+    "CRAWLER_STORE_PATIENCE": "3",
     "CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS": "5000",
     "CRAWLER_REDIS_MAINTENANCE_CHANCE": "1000000",
 }
@@ -131,10 +132,14 @@ class RedisProcess:
 
     Parameters:
       directory(Path): Where its append-only file lives.
+      appendfsync(str): How often Redis syncs that file to disk: ``always`` (the
+        default here: a test's restart loses nothing), ``everysec`` (what the README
+        advises for speed) or ``no``.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, appendfsync: str = "always") -> None:
         self.directory = directory
+        self.appendfsync = appendfsync
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
@@ -156,7 +161,7 @@ class RedisProcess:
                 "--appendonly",
                 "yes",
                 "--appendfsync",
-                "always",
+                self.appendfsync,
                 "--save",
                 "",
             ],
@@ -183,6 +188,98 @@ class RedisProcess:
             self.process.terminate()
             self.process.wait(timeout=10)
             self.process = None
+
+
+class RedisClusterProcesses:
+    """A Redis Cluster of the test's own: three masters on free ports, no replicas,
+    its 16,384 slots spread over them by ``redis-cli --cluster create``.
+
+    Parameters:
+      directory(Path): Where the nodes keep their cluster configuration files.
+    """
+
+    NODES = 3
+
+    def __init__(self, directory: Path) -> None:
+        self.ports = [_free_cluster_port() for _ in range(self.NODES)]
+        self.processes = [
+            subprocess.Popen(
+                [
+                    "redis-server",
+                    "--port",
+                    str(port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--dir",
+                    str(directory),
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    f"nodes-{port}.conf",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for port in self.ports
+        ]
+        for port in self.ports:
+            wait_for_port(port)
+        nodes = [f"127.0.0.1:{port}" for port in self.ports]
+        subprocess.run(
+            [
+                "redis-cli",
+                "--cluster",
+                "create",
+                *nodes,
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        deadline = time.monotonic() + 20
+        for port in self.ports:  # each node must have learnt the whole slot map
+            node = redis.Redis(port=port)
+            while node.cluster("info")["cluster_state"] != "ok":
+                assert time.monotonic() < deadline, "the test's Redis Cluster did not come up"
+                time.sleep(0.05)
+            node.close()
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.ports[0]}"
+
+    def nodes(self) -> list[redis.Redis]:
+        return [redis.Redis(port=port) for port in self.ports]
+
+    def flush(self) -> None:
+        for node in self.nodes():
+            node.flushall()
+            node.close()
+
+    def shut_down(self) -> None:
+        for process in self.processes:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def _free_cluster_port() -> int:
+    """A free port whose cluster bus port (itself + 10,000) is free too."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
 
 
 def wait_for_crawl(env: dict[str, str], *args: str) -> subprocess.Popen[str]:

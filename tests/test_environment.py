@@ -128,5 +128,7 @@ def test_dedup_url_is_a_redis_url_or_unset(monkeypatch: pytest.MonkeyPatch) -> N
     assert dedup_url() == "redis://:secret@store.example:6380/2"
     assert dedup_store_name() == "Redis at redis://store.example:6380/2"  # no password
     monkeypatch.setenv("DEDUP_URL", "memcached://store:11211")
-    with pytest.raises(ValueError, match="DEDUP_URL must be a redis:// or rediss:// URL"):
+    with pytest.raises(
+        ValueError, match=r"DEDUP_URL must be a redis://, rediss:// or redis\+cluster:// URL"
+    ):
         dedup_url()

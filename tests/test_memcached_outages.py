@@ -46,7 +46,7 @@ def test_hung_memcached_fails_messages_clearly_and_dead_letters_them(
 ) -> None:
     env = environment(
         **redis_env,
-        **FAST_FAILURES,
+        **{**FAST_FAILURES, "CRAWLER_STORE_PATIENCE": "0.5"},  # each ending waits that out
         MEMCACHED_SERVERS=own_memcached.servers,
         MEMCACHED_TIMEOUT_MS="200",
     )

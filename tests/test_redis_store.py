@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.site_server import SiteServer, generate_site, page_path
-from tests.support import FAST_FAILURES, RedisProcess, wait_for_crawl
+from tests.support import FAST_FAILURES, RedisClusterProcesses, RedisProcess, wait_for_crawl
 from tests.workers import WorkerProcesses, environment, seed
 
 PAGES = 600
@@ -54,3 +54,32 @@ def test_a_crawl_on_a_redis_store_restarted_mid_crawl_fetches_each_page_once(
     # The counters lived through the restart too.
     assert f": finished: {PAGES} pages fetched, " in status.stdout, status.stdout
     assert workers.logged_any("Redis is unavailable")
+
+
+def test_a_crawl_on_a_redis_cluster_store_spreads_its_claims_and_fetches_each_page_once(
+    rabbitmq_env: dict[str, str], site: SiteServer, own_redis_cluster: RedisClusterProcesses
+) -> None:
+    own_redis_cluster.flush()
+    env = environment(**rabbitmq_env, **FAST_FAILURES, DEDUP_URL=own_redis_cluster.url)
+    pages = 300
+    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
+    workers = WorkerProcesses(env, processes=2, threads=THREADS)
+    try:
+        # --max-rate and --max-pages put the rate limiter and the budget on the cluster too.
+        args = ("--max-rate", "400", "--max-pages", str(pages + 10))
+        waiting = wait_for_crawl(env, site.url(page_path(0)), *args)
+        stdout, stderr = waiting.communicate(timeout=120)
+    finally:
+        assert workers.stop() == 0
+
+    assert waiting.returncode == 0, stderr[-2000:]
+    assert f"{pages} pages fetched" in stdout
+    assert sorted(site.fetch_counts().values()) == [1] * pages
+    # Every node holds a share of the per-URL keys; the crawl's figures share one node.
+    nodes = own_redis_cluster.nodes()
+    sizes = [node.dbsize() for node in nodes]
+    figures = [node.keys("crawl:{*}:*") for node in nodes]
+    assert min(sizes) > pages // 10, sizes
+    assert sum(bool(keys) for keys in figures) == 1, figures
+    for node in nodes:
+        node.close()

@@ -44,8 +44,19 @@ class QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
+class PathLoggingHandler(QuietHandler):
+    """Python's file handler, writing each requested path to an access log."""
+
+    access_log: Path
+    lock = threading.Lock()
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        with self.lock, self.access_log.open("a") as log:
+            log.write(self.path + "\n")
+
+
 @contextmanager
-def serve(directory: Path, port: int) -> Iterator[str]:
+def serve(directory: Path, port: int, access_log: Path | None = None) -> Iterator[str]:
     """nginx when installed (it is not the bottleneck), else Python's threaded server.
 
     nginx writes its configuration, pid file (``nginx.pid``) and error log next to
@@ -55,21 +66,28 @@ def serve(directory: Path, port: int) -> Iterator[str]:
     Parameters:
       directory(Path): The site's files, served from ``/``.
       port(int): The port to listen on, on 127.0.0.1.
+      access_log(Path): Where to write each request's path, one per line (none when None).
     """
     nginx = shutil.which("nginx")
     if nginx:
         conf = directory.parent / "nginx.conf"
+        logging = f"access_log {access_log} paths;" if access_log else "access_log off;"
         conf.write_text(
             f"daemon off; worker_processes 1; pid {directory.parent}/nginx.pid;"
             f"error_log {directory.parent}/nginx-error.log;"
             "events { worker_connections 1024; }"
-            "http { access_log off; keepalive_requests 100000; types { text/html html; }"
+            f"http {{ log_format paths '$uri'; {logging}"
+            " keepalive_requests 100000; types { text/html html; }"
             f" server {{ listen 127.0.0.1:{port}; root {directory}; }} }}"
         )
         process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(directory.parent)])
         kind = "nginx"
     else:
-        handler = partial(QuietHandler, directory=str(directory))
+        if access_log:
+            handler_class = type("Handler", (PathLoggingHandler,), {"access_log": access_log})
+            handler = partial(handler_class, directory=str(directory))
+        else:
+            handler = partial(QuietHandler, directory=str(directory))
         server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         kind = "python http.server"

@@ -6,9 +6,12 @@ a CAS) says whether this was the message's first ending, which the counters coun
 once; a worker dying between the mark and the count loses that count (``--wait``
 does not need it; ``--status`` is then off by one).  A record the broker
 refuses sends the message back to the queue, its counters and mark untouched, so
-that it is redone and its record sent again.  When Memcached fails right then,
-the counters miss that message (``--wait`` does not need them; ``--status`` is
-off by one) and the URL stays claimed rather than done.
+that it is redone and its record sent again.  When the dedup store fails right
+then (a restart), each step is tried again for up to ``CRAWLER_STORE_PATIENCE``
+seconds (``patience``), the
+steps already done not redone: the mark's verdict is kept for the count.  A store
+down for longer makes the counters miss that message (``--wait`` does not need them;
+``--status`` is off by one) and the URL stays claimed rather than done.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage, Retries
@@ -37,6 +40,27 @@ Unsent = Callable[[Any, str, BaseException], None]
 logger = logging.getLogger("example")
 #: Seconds between two readings of Memcached's evictions for the metric, per process.
 EVICTION_CHECK = 5.0
+#: Pauses between those tries: doubling from the first, at most the second.
+PAUSES = (0.1, 2.0)
+T = TypeVar("T")
+
+
+def patiently(deadline: float) -> Callable[[Callable[[], T]], T]:
+    """Run a step of the bookkeeping, tried again on store errors until ``deadline``
+    (a ``time.monotonic()``); the last error is raised."""
+
+    def run(step: Callable[[], T]) -> T:
+        pause = PAUSES[0]
+        while True:
+            try:
+                return step()
+            except STORE_ERRORS:
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, PAUSES[1])
+
+    return run
 
 
 def keep_books(
@@ -48,6 +72,7 @@ def keep_books(
     on_unsent: Unsent | None = None,
     also: OnRecord | None = None,
     on_discover: Callable[[], None] = lambda: None,
+    patience: float = 0.0,
 ) -> None:
     """Add what following a crawl needs to ``broker``'s middleware: Dramatiq's
     ``CurrentMessage`` (claims need it), and a :class:`Recorder` whose records go to
@@ -62,10 +87,11 @@ def keep_books(
       on_unsent(Callable): Told of a record the broker refused.
       also(Callable): Sees each record first (``--local``'s progress and output).
       on_discover(Callable): Called once for each URL enqueued (retries aside).
+      patience(float): Seconds to keep trying a dedup store that fails (see :func:`settle`).
     """
     if not any(isinstance(m, CurrentMessage) for m in broker.middleware):
         broker.add_middleware(CurrentMessage())
-    settle_record = settle(pool, lifetimes, publish, on_unsent)
+    settle_record = settle(pool, lifetimes, publish, on_unsent, patience)
 
     def on_record(record: Record, message: Any) -> None:
         if also is not None:
@@ -77,7 +103,11 @@ def keep_books(
 
 
 def settle(
-    pool: Any, lifetimes: Lifetimes, publish: Publish | None, on_unsent: Unsent | None = None
+    pool: Any,
+    lifetimes: Lifetimes,
+    publish: Publish | None,
+    on_unsent: Unsent | None = None,
+    patience: float = 0.0,
 ) -> Callable[[Record, Any], None]:
     """The :class:`~crawler.following.records.Recorder` callback for a crawl's bookkeeping.
 
@@ -87,6 +117,8 @@ def settle(
         and counters are refreshed from here while its messages end.
       publish(Callable): Sends a record to the crawl's waiting seeder, or None.
       on_unsent(Callable): Told of a record the broker refused (with ``publish``).
+      patience(float): Seconds each message's bookkeeping keeps trying a dedup store
+        that fails (0: one try, as for ``--local``'s memory, which does not fail).
     """
 
     next_eviction_check = [0.0]  # the metric is read from Memcached's stats now and then
@@ -107,29 +139,31 @@ def settle(
                 return
         try:
             with pool.reserve() as client:
+                step = patiently(time.monotonic() + patience)
                 ending = claims.UNKNOWN
+                url, message_id, crawl_id = record["url"], message.message_id, options.crawl_id
                 if outcome in OWN_ENDINGS:
-                    ending = claims.finish(
-                        client, record["url"], message.message_id, options.crawl_id, lifetimes
+                    ending = step(
+                        lambda: claims.finish(client, url, message_id, crawl_id, lifetimes)
                     )
                 elif outcome == FAILED:
-                    claims.give_up(
-                        client, record["url"], message.message_id, options.crawl_id, lifetimes
+                    step(lambda: claims.give_up(client, url, message_id, crawl_id, lifetimes))
+                elif outcome == DUPLICATE and crawl_id is not None:
+                    ending = step(
+                        lambda: claims.ending_of_duplicate(client, url, message_id, crawl_id)
                     )
-                elif outcome == DUPLICATE and options.crawl_id is not None:
-                    ending = claims.ending_of_duplicate(
-                        client, record["url"], message.message_id, options.crawl_id
-                    )
-                if options.crawl_id is not None:
+                if crawl_id is not None:
                     first = None if ending == claims.UNKNOWN else ending == claims.FIRST
-                    counters.ended(
-                        client, options.crawl_id, message.message_id, outcome, lifetimes, first
+                    step(
+                        lambda: counters.ended(
+                            client, crawl_id, message_id, outcome, lifetimes, first
+                        )
                     )
                 # A message's delivery count goes with its last attempt; a retrying one
                 # may still be handed back (the broker refused its retry) and must then
                 # count as delivered again, to send its claimed links again.
                 if outcome not in (DUPLICATE, CANCELLED, *NOT_FINAL):
-                    claims.attempt_ended(client, message)
+                    step(lambda: claims.attempt_ended(client, message))
                 if options.crawl_id is not None:
                     keep_alive(client, options.crawl_id)
                 if time.monotonic() >= next_eviction_check[0]:

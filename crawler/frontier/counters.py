@@ -30,19 +30,26 @@ STORED = (DISCOVERED, *ENDINGS, RETRYING, DEFERRED)
 NAMES = (OUTSTANDING, *STORED, CANCEL_REQUESTED)
 
 
-def _key(crawl_id: str, name: str) -> str:
-    return f"crawl:{crawl_id}:{name}"
+def crawl_key(crawl_id: str, name: str) -> str:
+    """The key of one of the crawl's own figures or marks.
+
+    The crawl id is a Redis Cluster hash tag (``{...}``): a crawl's counters, cancel
+    mark, page budget and keep-alive lease share one slot, so reading its figures is one
+    ``MGET`` on one node.  The per-URL keys (claims, journal buckets, delivery counts)
+    carry no tag and spread over every node.
+    """
+    return f"crawl:{{{crawl_id}}}:{name}"
 
 
 def cancel_key(crawl_id: str) -> str:
     """The key that says a crawl was cancelled; :func:`crawler.frontier.claims.claim`
     reads it with the URL's claim, in the same round trip."""
-    return _key(crawl_id, CANCEL_REQUESTED)
+    return crawl_key(crawl_id, CANCEL_REQUESTED)
 
 
 def keys(crawl_id: str) -> list[str]:
     """Every counter and mark of the crawl, for refreshing them while it goes on."""
-    return [_key(crawl_id, name) for name in (*STORED, CANCEL_REQUESTED, EVICTIONS_AT_START)]
+    return [crawl_key(crawl_id, name) for name in (*STORED, CANCEL_REQUESTED, EVICTIONS_AT_START)]
 
 
 def cancel(client: Any, crawl_id: str, ttl: int) -> None:
@@ -63,7 +70,7 @@ def _add(client: Any, key: str, amount: int, ttl: int) -> None:
 
 def start(client: Any, crawl_id: str, seeds: int, ttl: int) -> None:
     """Count the seeds as discovered, before they are sent."""
-    _add(client, _key(crawl_id, DISCOVERED), seeds, ttl)
+    _add(client, crawl_key(crawl_id, DISCOVERED), seeds, ttl)
 
 
 def discovered(client: Any, crawl_id: str, new_urls: int, ttl: int) -> None:
@@ -97,22 +104,22 @@ def ended(
             first = bool(client.add(_ended_key(message_id), 1, time=time))
         if not first:
             return
-    _add(client, _key(crawl_id, outcome), 1, lifetimes.grace)
+    _add(client, crawl_key(crawl_id, outcome), 1, lifetimes.grace)
 
 
 def reopened(client: Any, crawl_id: str, message_id: str) -> None:
     """Undo the final outcome of a message that failed and is sent again (``--replay``)."""
     if client.delete(_ended_key(message_id)):
         with contextlib.suppress(pylibmc.NotFound, KeyError):
-            client.decr(_key(crawl_id, FAILED), 1)
+            client.decr(crawl_key(crawl_id, FAILED), 1)
 
 
 def read(client: Any, crawl_id: str) -> dict[str, int] | None:
     """Every counter of the crawl, or None when the crawl is unknown."""
-    found = client.get_multi([_key(crawl_id, name) for name in (*STORED, CANCEL_REQUESTED)])
+    found = client.get_multi([crawl_key(crawl_id, name) for name in (*STORED, CANCEL_REQUESTED)])
     if not found:
         return None
-    figures = {name: int(found.get(_key(crawl_id, name), 0)) for name in NAMES[1:]}
+    figures = {name: int(found.get(crawl_key(crawl_id, name), 0)) for name in NAMES[1:]}
     figures[OUTSTANDING] = figures[DISCOVERED] - sum(figures[name] for name in ENDINGS)
     return figures
 
@@ -128,13 +135,13 @@ def memcached_evictions(client: Any) -> int | None:
 def note_evictions_at_start(client: Any, crawl_id: str, ttl: int) -> None:
     evictions = memcached_evictions(client)
     if evictions is not None:
-        client.set(_key(crawl_id, EVICTIONS_AT_START), evictions, time=ttl)
+        client.set(crawl_key(crawl_id, EVICTIONS_AT_START), evictions, time=ttl)
 
 
 def evicted_during(client: Any, crawl_id: str) -> int:
     """Items Memcached evicted since the crawl was seeded: any of them may have been one
     of its claims, so a page may be fetched twice (0 when unknown)."""
-    start = client.get(_key(crawl_id, EVICTIONS_AT_START))
+    start = client.get(crawl_key(crawl_id, EVICTIONS_AT_START))
     now = memcached_evictions(client)
     if start is None or now is None:
         return 0

@@ -37,5 +37,5 @@ class KeepAlive:
         if self._next.get(crawl_id, 0.0) > now:
             return
         self._next[crawl_id] = now + self.period
-        if client.add(f"crawl:{crawl_id}:lease", 1, time=self.period):
+        if client.add(counters.crawl_key(crawl_id, "lease"), 1, time=self.period):
             touch_all(client, keys(crawl_id), self.grace)

@@ -22,6 +22,7 @@ from crawler import metrics
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.fetching.bounded_fetch import fetch, read_body
+from crawler.frontier import counters
 from crawler.options import CrawlOptions
 
 logger = logging.getLogger("example")
@@ -102,7 +103,7 @@ def defer_delay() -> int:
 
 
 def budget_key(crawl_id: str) -> str:
-    return f"pages:{crawl_id}"
+    return counters.crawl_key(crawl_id, "page-budget")
 
 
 def over_budget(client: Any, options: CrawlOptions, first_delivery: bool, ttl: int) -> bool:

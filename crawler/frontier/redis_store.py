@@ -9,6 +9,12 @@ then retried). Each operation is one command or one Lua script, so each is as at
 as its Memcached counterpart: ``add`` is ``SET NX``, ``add_multi`` a pipeline of them,
 ``incr`` fails on a missing key, ``append`` keeps the key's expiry, ``cas`` compares
 values.
+
+``DEDUP_URL=redis+cluster://host:port`` uses a Redis Cluster instead (any one node's
+address; the client finds the others).  Every write touches one key, so each goes to
+the node that owns it; reads of several keys are split by slot.  A crawl's own figures
+share a hash tag (:func:`crawler.frontier.counters.crawl_key`); its per-URL keys spread
+over every node.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from dramatiq.rate_limits.backends import RedisBackend
@@ -39,8 +46,9 @@ return 1
 class RedisStoreClient:
     """The subset of ``pylibmc.Client`` the crawler uses, on one Redis (thread-safe)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis | redis.RedisCluster) -> None:
         self.redis = client
+        self.cluster = isinstance(client, redis.RedisCluster)
         self._incr = client.register_script(_INCR)
         self._append = client.register_script(_APPEND)
         self._cas = client.register_script(_CAS)
@@ -52,7 +60,9 @@ class RedisStoreClient:
         keys = list(keys)
         if not keys:
             return {}
-        values = self.redis.mget(keys)
+        # A cluster's keys are in several slots: one MGET per node.
+        mget = self.redis.mget_nonatomic if self.cluster else self.redis.mget  # type: ignore[union-attr]
+        values = mget(keys)
         return {key: value for key, value in zip(keys, values, strict=True) if value is not None}
 
     def set(self, key: str, value: Any, time: float = 0) -> bool:
@@ -98,9 +108,12 @@ class RedisStoreClient:
         return bool(self._cas(keys=[key], args=[cas, value, _seconds(time) or 0]))
 
     def get_stats(self) -> list[tuple[str, dict[str, Any]]]:
-        """Redis's evicted keys, under Memcached's name for them."""
-        info = self.redis.info("stats")
-        return [("redis", {"evictions": info.get("evicted_keys", 0)})]
+        """Redis's evicted keys, under Memcached's name for them (per node of a cluster)."""
+        if not self.cluster:
+            info = self.redis.info("stats")
+            return [("redis", {"evictions": info.get("evicted_keys", 0)})]
+        nodes = self.redis.info("stats", target_nodes=redis.RedisCluster.ALL_NODES)
+        return [(node, {"evictions": info.get("evicted_keys", 0)}) for node, info in nodes.items()]
 
 
 def _seconds(time: float) -> int | None:
@@ -115,17 +128,39 @@ class RedisStorePool:
     """Stands where ``pylibmc.ThreadMappedPool`` does: ``with pool.reserve() as client``."""
 
     def __init__(self, url: str) -> None:
-        # Bounded waits, as Memcached's: a hung Redis fails the attempt, which is retried.
-        connection = redis.Redis.from_url(
-            url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT
-        )
-        self.client = RedisStoreClient(connection)
+        self.client = RedisStoreClient(connect(url))
 
     @contextmanager
     def reserve(self) -> Iterator[RedisStoreClient]:
         yield self.client
 
 
+class TransactionalCluster(redis.RedisCluster):
+    """A Redis Cluster client whose pipelines are transactions unless told otherwise,
+    for Dramatiq's ``RedisBackend``: it counts a host's requests with ``WATCH`` and
+    ``MULTI`` on a plain ``pipeline()``, and redis-py's cluster pipelines take ``WATCH``
+    only in a transaction (on keys of one slot, as a rate limit's single key is).
+    """
+
+    def pipeline(self, transaction: Any = True, shard_hint: Any = None) -> Any:
+        return super().pipeline(transaction=transaction, shard_hint=shard_hint)  # type: ignore[no-untyped-call]
+
+
+#: The schemes of ``DEDUP_URL`` that name a Redis Cluster, and the plain ones they stand for.
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+
+def connect(url: str, cluster: type[redis.RedisCluster] = redis.RedisCluster) -> Any:
+    """A client of the Redis, or of the Redis Cluster (with client class ``cluster``),
+    at ``url``.  Bounded waits, as Memcached's: a hung Redis fails the attempt, which
+    is retried."""
+    parts = urlsplit(url)
+    if parts.scheme in CLUSTER_SCHEMES:
+        plain = urlunsplit((CLUSTER_SCHEMES[parts.scheme], *parts[1:]))
+        return cluster.from_url(plain, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+    return redis.Redis.from_url(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+
+
 def stores(url: str) -> tuple[RedisStorePool, RedisBackend]:
-    """The dedup store and rate-limiter backend on the Redis at ``url``."""
-    return RedisStorePool(url), RedisBackend(url=url)
+    """The dedup store and rate-limiter backend on the Redis (or Redis Cluster) at ``url``."""
+    return RedisStorePool(url), RedisBackend(client=connect(url, TransactionalCluster))
