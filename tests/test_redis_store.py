@@ -54,6 +54,7 @@ def test_a_crawl_on_a_redis_store_restarted_mid_crawl_fetches_each_page_once(
     # The counters lived through the restart too.
     assert f": finished: {PAGES} pages fetched, " in status.stdout, status.stdout
     assert workers.logged_any("Redis is unavailable")
+    assert not workers.logged_any("Could not record that"), "an ending was not counted"
 
 
 def test_a_crawl_on_a_redis_cluster_store_spreads_its_claims_and_fetches_each_page_once(

@@ -55,9 +55,10 @@ def patiently(deadline: float) -> Callable[[Callable[[], T]], T]:
             try:
                 return step()
             except STORE_ERRORS:
-                if time.monotonic() + pause > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise
-                time.sleep(pause)
+                time.sleep(min(pause, left))  # the last try comes at the deadline
                 pause = min(pause * 2, PAUSES[1])
 
     return run
