@@ -211,6 +211,7 @@ def main() -> int:
     arguments = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as directory:
+        Path(directory).chmod(0o755)  # nginx workers read the site as an unprivileged user
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         site = Path(directory) / "site"
