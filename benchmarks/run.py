@@ -3,6 +3,14 @@ Scrapy, and a no-op Dramatiq actor as the ceiling, all on the same local site.
 
     python benchmarks/run.py --pages 2000 --links 10 --repeat 3   # the full run
     python benchmarks/run.py --pages 150 --links 5 --quick --repeat 2  # the smoke run CI does
+    python benchmarks/run.py --site python-docs --repeat 3         # a real site
+
+``--site python-docs`` crawls the Python 3 documentation of Debian's ``python3-doc``
+(installed with apt-get when missing, if it can be; else it says so and exits 0
+having measured nothing) with ``--follow-relative --same-domain`` on both brokers and
+``--local``, next to Scrapy's ``CrawlSpider`` with the same scope and concurrency, and
+``wget -r -l inf`` as the reference for the page set.  nginx's access log says which
+HTML pages each contender fetched: every one must have fetched wget's.
 
 Prints one table with ratios and writes the figures as JSON (``--json``).
 Every address is on 127.0.0.1.
@@ -14,6 +22,8 @@ import argparse
 import json
 import sys
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +33,15 @@ from benchmarks.measuring import (
     DEFAULT_THREADS,
     crawl_locally,
     crawl_with_scrapy,
+    crawl_with_wget,
     crawl_with_workers,
     free_port,
     noop_ceiling,
     serve,
+    served,
     write_site,
 )
+from benchmarks.measuring.python_docs import PACKAGE, docs_directory
 
 BROKERS = ("rabbitmq", "redis")
 
@@ -53,7 +66,23 @@ def main() -> int:
         "--repeat", type=int, default=1, help="rounds, taking turns; the median is reported"
     )
     parser.add_argument("--json", type=Path, default=Path("benchmark.json"))
+    parser.add_argument(
+        "--site", choices=["generated", "python-docs"], default="generated",
+        help="the generated site (--pages x --links), or the Python docs",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.site == "python-docs":
+        directory = docs_directory()
+        if directory is None:
+            print(f"skipped: no {PACKAGE} here, and apt-get could not install it (not root?)")
+            return 0
+        docs = measure_docs(
+            directory, processes=args.processes, threads=args.threads, repeat=args.repeat,
+            quick=args.quick,
+        )  # fmt: skip
+        args.json.write_text(json.dumps(docs, indent=2))
+        print(docs_table(docs))
+        return 0 if docs["same_pages"] else 1
 
     results = measure(
         pages=args.pages,
@@ -139,6 +168,114 @@ def measure(
         results[run] = median_run(figures)
         results[run]["rounds"] = figures
     return results
+
+
+#: The crawl options of the real-site run, and Scrapy's spider with the same scope.
+DOCS_OPTIONS = ("--follow-relative", "--same-domain")
+DOCS_SPIDER = "scrapy_docs_spider.py"
+
+
+def html_pages(access_log: Path) -> set[str]:
+    """The HTML pages served with status 200 since the log was emptied; empties it."""
+    pages = {path for path in served(access_log) if path.endswith((".html", "/"))}
+    access_log.write_text("")
+    return pages
+
+
+def measure_docs(
+    directory: Path, *, processes: int, threads: int, repeat: int, quick: bool
+) -> dict[str, Any]:
+    """Every contender's figures on the Python docs, rounds taking turns, and whether
+    each fetched the same HTML pages as wget in every round.
+
+    Parameters:
+      directory(Path): The docs' HTML directory (``index.html`` is the seed).
+      processes(int): Worker processes.
+      threads(int): Threads per worker process; ``--local`` and Scrapy get
+        processes x threads.
+      repeat(int): Rounds.
+      quick(bool): Whether to skip Scrapy.
+    """
+    pages = sorted(directory.rglob("*.html"))
+    results: dict[str, Any] = {
+        "site": f"python-docs ({directory})", "files": len(pages),
+        "kib_per_page": round(sum(p.stat().st_size for p in pages) / len(pages) / 1024, 1),
+        "processes": processes, "threads": threads, "repeat": repeat,
+    }  # fmt: skip
+    runs: dict[str, list[dict[str, Any]]] = {}
+    differences: dict[str, list[int]] = {}
+    with tempfile.TemporaryDirectory() as work:
+        tmp = Path(work)
+        tmp.chmod(0o755)
+        port = free_port()
+        seed = f"http://127.0.0.1:{port}/index.html"
+        log = tmp / "access.log"
+        with serve(directory, port, access_log=log, state=tmp) as server:
+            results["server"] = server
+            for round_ in range(repeat):
+                prefix = tmp / f"round-{round_}"
+                prefix.mkdir()
+                log.write_text("")
+                runs.setdefault("wget", []).append(crawl_with_wget(seed, prefix))
+                reference = html_pages(log)
+                runs["wget"][-1].update(pages=len(reference))
+                contenders: dict[str, Callable[[], dict[str, Any] | None]] = {
+                    broker: partial(
+                        crawl_with_workers, broker, seed, prefix, processes=processes,
+                        threads=threads, options=DOCS_OPTIONS,
+                    )
+                    for broker in BROKERS
+                }  # fmt: skip
+                contenders["local"] = partial(
+                    crawl_locally, seed, threads=processes * threads, options=DOCS_OPTIONS
+                )
+                if not quick:
+                    contenders["scrapy"] = partial(
+                        crawl_with_scrapy, seed, prefix, concurrency=processes * threads,
+                        spider=DOCS_SPIDER,
+                    )  # fmt: skip
+                for run, crawl in contenders.items():
+                    outcome = crawl()
+                    fetched = html_pages(log)
+                    if outcome is None:
+                        continue
+                    outcome["html_pages"] = len(fetched)
+                    differences.setdefault(run, []).append(len(fetched ^ reference))
+                    runs.setdefault(run, []).append(outcome)
+    for one in runs["wget"]:
+        one["pages_per_s"] = one["pages"] / one["seconds"]
+    for run, rounds in runs.items():
+        results[run] = median_run(rounds)
+        results[run]["rounds"] = rounds
+    results["pages_differing_from_wget"] = differences
+    results["same_pages"] = all(not any(counts) for counts in differences.values())
+    return results
+
+
+def docs_table(results: dict[str, Any]) -> str:
+    """The real-site figures as the README's table."""
+    scrapy = (results.get("scrapy") or {}).get("pages_per_s")
+    wget = results["wget"]["pages_per_s"]
+    lines = [
+        f"site: {results['site']}, {results['files']} HTML files of "
+        f"{results['kib_per_page']} KiB on average, served by {results['server']}; "
+        f"workers {results['processes']} processes x {results['threads']} threads; "
+        f"median of {results['repeat']} round(s); HTML pages as wget's: "
+        f"{'yes' if results['same_pages'] else 'NO'} {results['pages_differing_from_wget']}",
+        f"{'run':<10} {'pages':>6} {'pages/s':>8} {'CPU ms/page':>11} {'/Scrapy':>7} {'/wget':>7}",
+    ]
+    for run in ("rabbitmq", "redis", "local", "scrapy", "wget"):
+        figures = results.get(run)
+        if not figures:
+            continue
+        rate = figures["pages_per_s"]
+        pages = figures.get("html_pages", figures.get("pages"))
+        lines.append(
+            f"{run:<10} {pages:>6} {rate:>8.0f} "
+            f"{figures.get('cpu_ms_per_page', float('nan')):>11.2f} "
+            f"{(rate / scrapy if scrapy else float('nan')):>7.2f} {rate / wget:>7.2f}"
+        )
+    return "\n".join(lines)
 
 
 def median_run(rounds: list[dict[str, Any]]) -> dict[str, Any]:

@@ -33,7 +33,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.measuring.accounting import children, peak_rss_mib  # noqa: E402
-from benchmarks.measuring.generated_site import serve, write_site  # noqa: E402
+from benchmarks.measuring.generated_site import serve, served, write_site  # noqa: E402
 from benchmarks.measuring.workers import start_workers  # noqa: E402
 from crawler.frontier import counters  # noqa: E402
 from crawler.frontier.redis_store import RedisStorePool  # noqa: E402
@@ -102,12 +101,6 @@ def store_bytes(store: str, address: str) -> int:
         connection.close()
 
 
-def fetch_counts(access_log: Path) -> Counter[str]:
-    """How many times the site served each path, read from its access log."""
-    with access_log.open() as log:
-        return Counter(line.strip() for line in log)
-
-
 def crawl(
     broker: str, store: str, site_url: str, pages: int, limit: float, access_log: Path
 ) -> dict[str, Any]:
@@ -132,9 +125,11 @@ def crawl(
         stack.callback(workers.terminate)
         worker_pids = children(workers.pid)
         started = time.monotonic()
+        # Its progress lines go to a file: a pipe nobody reads for minutes fills and stalls it.
+        progress = stack.enter_context(tempfile.TemporaryFile("w+"))
         seeder = subprocess.Popen(
             [sys.executable, "-m", "crawler.example", site_url, "--wait"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=progress, text=True,
         )  # fmt: skip
         assert seeder.stdout is not None
         crawl_id = seeder.stdout.readline().split()[1]
@@ -149,7 +144,9 @@ def crawl(
             if seeder.poll() is None:
                 seeder.kill()
                 ended_after = f"not after {limit:.0f} s"
-            stdout, stderr = seeder.communicate()
+            stdout, _ = seeder.communicate()
+            progress.seek(0)
+            stderr = progress.read()
         finally:
             sampler.done.set()
             sampler.join()
@@ -157,7 +154,7 @@ def crawl(
         used = store_bytes(store, address) - empty
         figures = counters.read(client, crawl_id) or {}
         fetched = figures.get("crawled", 0)
-        served = fetch_counts(access_log)
+        served_paths = served(access_log)
         elapsed = ended_after if isinstance(ended_after, float) else limit
         result: dict[str, Any] = {"broker": broker, "store": store, "pages": pages}
         result |= {
@@ -168,8 +165,8 @@ def crawl(
             "ended_after_s": ended_after,
             "wait_exit": seeder.returncode,
             "pages_fetched": fetched,
-            "pages_served": len(served),
-            "pages_served_twice": sum(n > 1 for n in served.values()),
+            "pages_served": len(served_paths),
+            "pages_served_twice": sum(n > 1 for n in served_paths.values()),
             "peak_worker_rss_mib": round(worker_rss, 1),
             "peak_seeder_rss_mib": round(seeder_rss, 1),
             "deepest_queue": sampler.deepest_queue,

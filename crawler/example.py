@@ -81,10 +81,12 @@ def get_session() -> requests.Session:
     return session
 
 
-def find_anchors(body: bytes, page_url: str, crawl_options: CrawlOptions) -> list[str]:
-    """Upstream's regex by default; an HTML tokenizer with ``--follow-relative``."""
+def find_anchors(
+    body: bytes, page_url: str, crawl_options: CrawlOptions, content_type: str | None = None
+) -> list[str]:
+    """Upstream's regex by default; an HTML parser with ``--follow-relative``."""
     if crawl_options.follow_relative:
-        return html_links(body, page_url)
+        return html_links(body, page_url, content_type)
     return [clean_anchor(match.group(1)) for match in anchor_re.finditer(body)]
 
 
@@ -140,7 +142,8 @@ def crawl(
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
             anchors = []
-            for anchor in find_anchors(read_body(fetched, limits), response.url, crawl_options):
+            body, content_type = read_body(fetched, limits), response.headers.get("Content-Type")
+            for anchor in find_anchors(body, response.url, crawl_options, content_type):
                 if anchor.startswith("http://") or anchor.startswith("https://"):
                     anchors.append(anchor)
                     if len(anchors) == limits.max_links_per_page:

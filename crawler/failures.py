@@ -33,7 +33,7 @@ def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
             report(url, error)
             raise error from e
-        except redis.RedisError as e:  # the Redis broker's, or the DEDUP_URL store's
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as e:  # broker or store
             error = TransientError(f"Redis is unavailable: {type(e).__name__}: {e}")
             report(url, error)
             raise error from e

@@ -69,6 +69,17 @@ def store(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> Any:
     return RedisStorePool(server.url).client
 
 
+@pytest.fixture(params=["memcached", "redis"])
+def dedup_env(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> dict[str, str]:
+    """The variables choosing the dedup store of a crawl's workers and seeder, emptied:
+    none for Memcached (the default), ``DEDUP_URL`` for the tests' own Redis."""
+    if request.param == "memcached":
+        return {}
+    server = request.getfixturevalue("own_redis_store")
+    redis.Redis.from_url(server.url).flushdb()
+    return {"DEDUP_URL": server.url}
+
+
 @pytest.fixture
 def stub_broker(memcached: pylibmc.Client) -> Iterator[StubBroker]:
     """The real ``crawl`` actor, bound to a StubBroker for the test."""

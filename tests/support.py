@@ -201,7 +201,11 @@ class RedisClusterProcesses:
     NODES = 3
 
     def __init__(self, directory: Path) -> None:
-        self.ports = [_free_cluster_port() for _ in range(self.NODES)]
+        self.ports: list[int] = []
+        while len(self.ports) < self.NODES:  # distinct, and none another's bus port
+            port = _free_cluster_port()
+            if not {port, port + 10000, port - 10000} & set(self.ports):
+                self.ports.append(port)
         self.processes = [
             subprocess.Popen(
                 [
@@ -226,6 +230,13 @@ class RedisClusterProcesses:
             )
             for port in self.ports
         ]
+        try:
+            self._form()
+        except BaseException:
+            self.shut_down()
+            raise
+
+    def _form(self) -> None:
         for port in self.ports:
             wait_for_port(port)
         nodes = [f"127.0.0.1:{port}" for port in self.ports]

@@ -53,3 +53,23 @@ def test_floor_smoke_run_prices_each_part_of_a_page_on_each_broker(memcached: ob
         assert float(floor.group(1)) > 0 and int(floor.group(2)) > 0
         parts = re.findall(rf"^{broker} +.+? +[\d.]+ +[\d.]+$", result.stdout, re.MULTILINE)
         assert len(parts) == 4, result.stdout
+
+
+def test_scale_smoke_run_crawls_the_site_on_each_broker_with_the_redis_store() -> None:
+    result = subprocess.run(
+        [sys.executable, "benchmarks/scale.py", "--pages", "300", "--store", "redis"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [(run["broker"], run["store"]) for run in runs] == [
+        ("rabbitmq", "redis"),
+        ("redis", "redis"),
+    ]
+    for run in runs:
+        assert run["wait_exit"] == 0 and run["pages_fetched"] == 300
+        assert run["pages_served"] == 300 and run["pages_served_twice"] == 0
+        assert run["peak_worker_rss_mib"] > 0
+        assert run["store_bytes_per_url"] > 0
+    assert "| broker | store | p/s at 10% |" in result.stdout

@@ -78,3 +78,15 @@ def test_a_store_down_longer_than_the_patience_loses_only_the_count() -> None:
     assert figures["crawled"] == 0
     done = claims.DONE + owner_token(Message().message_id)
     assert pool.store.get(claims.url_hash(URL, "crawl-1")) == done
+
+
+def test_a_failure_whose_count_fails_once_is_counted_once_all_the_same() -> None:
+    pool = Restarting("incr", failures=1)
+    claims.claim(pool.store, URL, Message().message_id, "crawl-1", LIFETIMES)
+    counters.start(pool.store, "crawl-1", 1, LIFETIMES.grace)
+    settle(pool, LIFETIMES, None, patience=5)({"url": URL, "outcome": "failed"}, Message())
+
+    figures = counters.read(pool.store, "crawl-1")
+    assert figures is not None
+    assert figures["failed"] == 1  # the ended mark left before the failed count is not asked again
+    assert figures["outstanding"] == 0

@@ -17,9 +17,13 @@ LAG = 0.5
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_cancel_mid_crawl_ends_wait_drains_the_queues_and_fetches_nothing_more(
-    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: object
+    broker_env: str,
+    site: SiteServer,
+    request: pytest.FixtureRequest,
+    tmp_path: object,
+    dedup_env: dict[str, str],
 ) -> None:
-    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    env = environment(**request.getfixturevalue(broker_env), **dedup_env, **FAST_FAILURES)
     pages = 300
     site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
     site.delay = 0.05

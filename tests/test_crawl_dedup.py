@@ -14,9 +14,9 @@ PAGES = 20
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_seeding_a_crawled_site_again_starts_a_crawl_that_fetches_every_page_again(
-    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    env = environment(**request.getfixturevalue(broker_env), **dedup_env, **FAST_FAILURES)
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=4))
     workers = WorkerProcesses(env, processes=1, threads=4)
     try:
@@ -35,9 +35,9 @@ def test_seeding_a_crawled_site_again_starts_a_crawl_that_fetches_every_page_aga
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_crawl_id_adds_seeds_to_a_crawl_without_fetching_its_pages_again(
-    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    env = environment(**request.getfixturevalue(broker_env), **dedup_env, **FAST_FAILURES)
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=4))
     extra = {f"/extra/{i}.html": site.pages[page_path(i)] for i in range(3)}
     site.pages.update(extra)

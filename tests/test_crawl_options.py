@@ -157,9 +157,9 @@ def test_max_depth_2_fetches_exactly_the_pages_within_two_hops(
 
 
 def test_robots_txt_disallowed_pages_are_never_requested(
-    site: SiteServer, rabbitmq_env: dict[str, str]
+    site: SiteServer, rabbitmq_env: dict[str, str], dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    env = environment(**rabbitmq_env, **dedup_env, **FAST_FAILURES)
     site.pages.update(generate_site(site.base_url, pages=60, links_per_page=4))
     private = {page_path(i) for i in range(60) if i % 3 == 2}
     rules = "User-agent: *\n" + "".join(f"Disallow: {path}\n" for path in sorted(private))
@@ -178,8 +178,10 @@ def test_robots_txt_disallowed_pages_are_never_requested(
     assert workers.count("since robots.txt disallows it") >= 1
 
 
-def test_max_pages_50_fetches_at_most_50(site: SiteServer, redis_env: dict[str, str]) -> None:
-    env = environment(**redis_env, **FAST_FAILURES)
+def test_max_pages_50_fetches_at_most_50(
+    site: SiteServer, redis_env: dict[str, str], dedup_env: dict[str, str]
+) -> None:
+    env = environment(**redis_env, **dedup_env, **FAST_FAILURES)
     site.pages.update(generate_site(site.base_url, pages=200, links_per_page=5))
 
     workers = crawl_until(
@@ -193,9 +195,9 @@ def test_max_pages_50_fetches_at_most_50(site: SiteServer, redis_env: dict[str, 
 
 
 def test_max_rate_20_keeps_every_second_under_20_and_loses_nothing(
-    site: SiteServer, rabbitmq_env: dict[str, str]
+    site: SiteServer, rabbitmq_env: dict[str, str], dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    env = environment(**rabbitmq_env, **dedup_env, **FAST_FAILURES)
     site.pages.update(generate_site(site.base_url, pages=90, links_per_page=5))
     every_page = {page_path(i) for i in range(90)}
 
@@ -220,9 +222,9 @@ def test_max_rate_20_keeps_every_second_under_20_and_loses_nothing(
 
 
 def test_two_crawls_with_different_options_on_the_same_workers_keep_their_own(
-    site: SiteServer, rabbitmq_env: dict[str, str]
+    site: SiteServer, rabbitmq_env: dict[str, str], dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    env = environment(**rabbitmq_env, **dedup_env, **FAST_FAILURES)
     rich = build_rich_site(site)
     shallow = rich.reachable(max_depth=1)
     other = SiteServer().start()

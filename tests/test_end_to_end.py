@@ -14,9 +14,9 @@ LINKS_PER_PAGE = 10
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_workers_fetch_every_page_of_a_site_exactly_once(
-    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**request.getfixturevalue(broker_env))
+    env = environment(**request.getfixturevalue(broker_env), **dedup_env)
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=LINKS_PER_PAGE))
     workers = WorkerProcesses(env, processes=2, threads=4)
     try:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import redis
 
 from tests import faults
 from tests.site_server import Page, SiteServer, html
@@ -103,15 +104,27 @@ def build_site(crawl: Crawl) -> list[str]:
     return [url(path) for path in claimed] + [crawl.blackhole]
 
 
-@pytest.fixture(scope="module", params=["rabbitmq", "redis"])
+@pytest.fixture(
+    scope="module",
+    params=[("rabbitmq", "memcached"), ("redis", "memcached"), ("redis", "redis")],
+    ids=["rabbitmq", "redis", "redis-with-redis-store"],
+)
 def crawl(request: pytest.FixtureRequest) -> Iterator[Crawl]:
+    broker, store = request.param
+    dedup_env = {}
+    if store == "redis":  # DEDUP_URL: retries, deliveries and dead letters on Redis
+        server = request.getfixturevalue("own_redis_store")
+        redis.Redis.from_url(server.url).flushdb()
+        dedup_env["DEDUP_URL"] = server.url
     site = SiteServer().start()
     with (
         faults.unanswered_port() as port,
         clean_memcached(),
-        clean_broker(request.param) as broker_env,
+        clean_broker(broker) as broker_env,
     ):
-        env = environment(**broker_env, **FAST_FAILURES, CRAWLER_MAX_LINKS_PER_PAGE=str(MAX_LINKS))
+        env = environment(
+            **broker_env, **dedup_env, **FAST_FAILURES, CRAWLER_MAX_LINKS_PER_PAGE=str(MAX_LINKS)
+        )
         workers = WorkerProcesses(env, processes=1, threads=8)
         crawl = Crawl(site, workers, blackhole=f"http://127.0.0.1:{port}/never.html")
         claimed = build_site(crawl)

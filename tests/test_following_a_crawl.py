@@ -23,10 +23,17 @@ PAGES = 120
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_wait_returns_0_after_every_page_with_one_record_each_and_metrics_agree(
-    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: Path
+    broker_env: str,
+    site: SiteServer,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    dedup_env: dict[str, str],
 ) -> None:
     env = environment(
-        **request.getfixturevalue(broker_env), **FAST_FAILURES, dramatiq_prom_db=str(tmp_path)
+        **request.getfixturevalue(broker_env),
+        **dedup_env,
+        **FAST_FAILURES,
+        dramatiq_prom_db=str(tmp_path),
     )
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
     output = tmp_path / "records.jsonl"

@@ -71,6 +71,55 @@ def test_html_links_cope_with_quoting_case_attributes_entities_and_base() -> Non
     ]
 
 
+@pytest.mark.parametrize(
+    ("content_type", "head"),
+    [
+        ("text/html; charset=ISO-8859-1", b""),
+        ("text/html", b'<meta charset="latin1">'),
+        (
+            "text/html",
+            b'<meta http-equiv="Content-Type" content="text/html; charset=windows-1252">',
+        ),
+    ],
+)
+def test_a_latin1_page_s_hrefs_resolve_as_a_browser_sends_them(
+    content_type: str, head: bytes
+) -> None:
+    body = head + b'<a href="caf\xe9.html?q=\xe9t\xe9">1</a><a href="\x80uro">2</a>'
+
+    assert html_links(body, "http://h/page.html", content_type) == [
+        "http://h/caf%C3%A9.html?q=%E9t%E9",  # path in UTF-8, query in the page's encoding
+        "http://h/%E2%82%ACuro",  # windows-1252's euro sign, as browsers read latin-1
+    ]
+
+
+@pytest.mark.parametrize("charset", ["base64", "rot13", "idna", "no-such-charset", "utf-16"])
+def test_a_charset_no_browser_reads_a_page_in_is_taken_as_utf8(charset: str) -> None:
+    body = f'<meta charset="{charset}"><a href="caf\u00e9.html">1</a>'.encode()
+
+    assert html_links(body, "http://h/page.html") == ["http://h/caf%C3%A9.html"]
+
+
+def test_a_query_character_the_page_s_encoding_lacks_is_sent_as_its_reference() -> None:
+    body = '<a href="s?q=\u4e2d&amp;r=\u00e9#x">1</a>'.encode("cp1252", "xmlcharrefreplace")
+
+    assert html_links(body, "http://h/page.html", "text/html; charset=windows-1252") == [
+        "http://h/s?q=%26%2320013%3B&r=%E9"
+    ]
+
+
+def test_a_utf8_page_with_bytes_that_are_not_utf8_keeps_them_percent_encoded() -> None:
+    body = '<meta charset="utf-8"><a href="caf\u00e9.html">1</a>'.encode() + (
+        b'<a href="bad\xff\xfe.html?x=\xe9">2</a><a href="/plain">3</a>'
+    )
+
+    assert html_links(body, "http://h/dir/page.html") == [
+        "http://h/dir/caf%C3%A9.html",
+        "http://h/dir/bad%FF%FE.html?x=%E9",
+        "http://h/plain",
+    ]
+
+
 def test_links_to_follow_keeps_allowed_domains_and_subdomains_within_depth() -> None:
     options = CrawlOptions(allowed_domains=("example.com",), max_depth=2)
     anchors = [

@@ -268,9 +268,9 @@ def test_output_into_a_missing_directory_is_refused_before_anything_is_enqueued(
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_dead_lettered_urls_are_listed_and_one_replay_fetches_them_again(
-    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    env = environment(**request.getfixturevalue(broker_env), **dedup_env, **FAST_FAILURES)
     # Down for the crawl's four attempts, back for the replay.
     site.behaviors["/down.html"] = faults.failing_then(
         html(site.url("/behind.html")), failures=4, fail=faults.status(503)

@@ -18,9 +18,9 @@ LINKS = 5
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_kill_9_mid_crawl_then_a_fresh_worker_fetches_every_page(
-    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    env = environment(**request.getfixturevalue(broker_env), **dedup_env, **FAST_FAILURES)
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=LINKS))
     site.delay = 0.02
     every_page = [page_path(i) for i in range(PAGES)]

@@ -23,8 +23,13 @@ from benchmarks.measuring.accounting import (
     service_pids,
 )
 from benchmarks.measuring.ceiling import noop_ceiling
-from benchmarks.measuring.contenders import crawl_locally, crawl_with_scrapy, crawl_with_workers
-from benchmarks.measuring.generated_site import serve, write_site
+from benchmarks.measuring.contenders import (
+    crawl_locally,
+    crawl_with_scrapy,
+    crawl_with_wget,
+    crawl_with_workers,
+)
+from benchmarks.measuring.generated_site import serve, served, write_site
 from benchmarks.measuring.workers import (
     BIN,
     DEFAULT_PROCESSES,
@@ -47,6 +52,7 @@ __all__ = [
     "cpu_seconds",
     "crawl_locally",
     "crawl_with_scrapy",
+    "crawl_with_wget",
     "crawl_with_workers",
     "flush_services",
     "free_port",
@@ -55,6 +61,7 @@ __all__ = [
     "peak_rss_mib",
     "read_metrics",
     "serve",
+    "served",
     "service_pids",
     "start_workers",
     "stop",

@@ -45,7 +45,11 @@ def children(pid: int) -> list[int]:
 
 def peak_rss_mib(pid: int) -> float:
     """The most resident memory process ``pid`` has held so far, in MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # gone
+        return 0.0
+    for line in status.splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0

@@ -37,7 +37,13 @@ from benchmarks.measuring.workers import (
 
 
 def crawl_with_workers(
-    broker: str, seed: str, tmp: Path, *, processes: int, threads: int
+    broker: str,
+    seed: str,
+    tmp: Path,
+    *,
+    processes: int,
+    threads: int,
+    options: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Workers (``dramatiq crawler.example``) crawl from ``seed``, seeded with ``--wait``.
 
@@ -50,6 +56,7 @@ def crawl_with_workers(
       tmp(Path): A directory of this round's, for the workers' metrics.
       processes(int): Worker processes.
       threads(int): Worker threads in each process.
+      options(tuple): Crawl options for the seeder, such as ``--follow-relative``.
     """
     env = broker_env(broker, dramatiq_prom_db=str(tmp / f"prom-{broker}"))
     Path(env["dramatiq_prom_db"]).mkdir()
@@ -66,7 +73,7 @@ def crawl_with_workers(
     cpu_before = {pid: cpu_seconds(pid) for group in parts.values() for pid in group}
     seeder_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     seeder = subprocess.Popen(
-        [sys.executable, "-m", "crawler.example", seed, "--wait"],
+        [sys.executable, "-m", "crawler.example", seed, "--wait", *options],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert seeder.stdout is not None
@@ -103,16 +110,18 @@ def crawl_with_workers(
     }
 
 
-def crawl_locally(seed: str, *, threads: int) -> dict[str, Any]:
+def crawl_locally(seed: str, *, threads: int, options: tuple[str, ...] = ()) -> dict[str, Any]:
     """``crawler.example --local`` crawls from ``seed``, on its own clock.
 
     Parameters:
       seed(str): The first page's URL.
       threads(int): Its ``--threads``: as many as the workers have in all.
+      options(tuple): Crawl options, such as ``--follow-relative``.
     """
     env = dict(os.environ, MEMCACHED_SERVERS="127.0.0.1:9")
     result = subprocess.run(
-        [sys.executable, "-m", "crawler.example", "--local", seed, "--threads", str(threads)],
+        [sys.executable, "-m", "crawler.example", "--local", seed, "--threads", str(threads),
+         *options],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
@@ -124,8 +133,10 @@ def crawl_locally(seed: str, *, threads: int) -> dict[str, Any]:
     return {"pages": pages, "seconds": pages / rate, "pages_per_s": rate}
 
 
-def crawl_with_scrapy(seed: str, tmp: Path, *, concurrency: int) -> dict[str, Any] | None:
-    """Scrapy (``benchmarks/scrapy_spider.py``) crawls from ``seed``; None if not installed.
+def crawl_with_scrapy(
+    seed: str, tmp: Path, *, concurrency: int, spider: str = "scrapy_spider.py"
+) -> dict[str, Any] | None:
+    """Scrapy (``benchmarks/<spider>``) crawls from ``seed``; None if not installed.
 
     No robots.txt, cookies or retries. The figures are on Scrapy's own clock, from its
     engine's start to its end; ``seconds_with_start_up`` is the whole command's.
@@ -135,13 +146,14 @@ def crawl_with_scrapy(seed: str, tmp: Path, *, concurrency: int) -> dict[str, An
       tmp(Path): A directory of this round's, for Scrapy's log and stats.
       concurrency(int): Its ``CONCURRENT_REQUESTS``, in all and per domain: as many as
         the workers have threads in all.
+      spider(str): The spider's file in ``benchmarks/``.
     """
     if shutil.which("scrapy", path=str(BIN)) is None:
         return None
     stats = tmp / "scrapy-stats.json"
     started = time.monotonic()
     subprocess.run(
-        [str(BIN / "scrapy"), "runspider", str(ROOT / "benchmarks" / "scrapy_spider.py"),
+        [str(BIN / "scrapy"), "runspider", str(ROOT / "benchmarks" / spider),
          "-a", f"start={seed}", "-s", f"CONCURRENT_REQUESTS={concurrency}",
          "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={concurrency}",
          "-s", "STATS_DUMP=True", "-s", "LOG_LEVEL=INFO", "-s", f"LOG_FILE={stats}",
@@ -160,3 +172,26 @@ def crawl_with_scrapy(seed: str, tmp: Path, *, concurrency: int) -> dict[str, An
         "pages_per_s": pages / engine,
         "seconds_with_start_up": elapsed,
     }
+
+
+def crawl_with_wget(seed: str, tmp: Path) -> dict[str, Any]:
+    """``wget -r -l inf`` from ``seed``: the reference for a site's page set (it also
+    fetches stylesheets, scripts and images), one connection, on its whole command's clock.
+
+    Parameters:
+      seed(str): The first page's URL.
+      tmp(Path): A directory of this round's, where wget's copy goes (then deleted).
+    """
+    if shutil.which("wget") is None:
+        raise SystemExit("wget is not installed: apt-get install wget (the page set's reference)")
+    started = time.monotonic()
+    done = subprocess.run(
+        ["wget", "--recursive", "--level=inf", "--quiet",
+         "--directory-prefix", str(tmp / "wget"), seed],
+        timeout=900,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    shutil.rmtree(tmp / "wget", ignore_errors=True)
+    # 8: the server answered some request with an error (the docs have a 404 link).
+    assert done.returncode in (0, 8), f"wget failed with exit status {done.returncode}"
+    return {"seconds": elapsed}

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -45,42 +46,66 @@ class QuietHandler(SimpleHTTPRequestHandler):
 
 
 class PathLoggingHandler(QuietHandler):
-    """Python's file handler, writing each requested path to an access log."""
+    """Python's file handler, writing each request's path and status to an access log."""
 
     access_log: Path
     lock = threading.Lock()
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         with self.lock, self.access_log.open("a") as log:
-            log.write(self.path + "\n")
+            log.write(f"{self.path.split('?')[0]} {int(code)}\n")
+
+
+def served(access_log: Path) -> Counter[str]:
+    """How many times each path was served with status 200, read from ``access_log``."""
+    counts: Counter[str] = Counter()
+    with access_log.open() as log:
+        for line in log:
+            path, _, status = line.strip().rpartition(" ")
+            if status == "200":
+                counts[path] += 1
+    return counts
+
+
+#: What nginx says each file is: its own table when installed with one, else HTML only.
+MIME_TYPES = (
+    "include /etc/nginx/mime.types; default_type application/octet-stream;"
+    if Path("/etc/nginx/mime.types").exists()
+    else "types { text/html html; }"
+)
 
 
 @contextmanager
-def serve(directory: Path, port: int, access_log: Path | None = None) -> Iterator[str]:
+def serve(
+    directory: Path, port: int, access_log: Path | None = None, state: Path | None = None
+) -> Iterator[str]:
     """nginx when installed (it is not the bottleneck), else Python's threaded server.
 
-    nginx writes its configuration, pid file (``nginx.pid``) and error log next to
-    ``directory``. Yields which server it is, ``"nginx"`` or ``"python http.server"``,
-    once it accepts connections; stops it on exit.
+    nginx writes its configuration, pid file (``nginx.pid``) and error log in ``state``
+    (by default next to ``directory``). Yields which server it is, ``"nginx"`` or
+    ``"python http.server"``, once it accepts connections; stops it on exit.
 
     Parameters:
       directory(Path): The site's files, served from ``/``.
       port(int): The port to listen on, on 127.0.0.1.
-      access_log(Path): Where to write each request's path, one per line (none when None).
+      access_log(Path): Where to write each request's path and status, one per line
+        (none when None); :func:`served` reads it.
+      state(Path): A directory for nginx's own files.
     """
     nginx = shutil.which("nginx")
     if nginx:
-        conf = directory.parent / "nginx.conf"
+        state = state or directory.parent
+        conf = state / "nginx.conf"
         logging = f"access_log {access_log} paths;" if access_log else "access_log off;"
         conf.write_text(
-            f"daemon off; worker_processes 1; pid {directory.parent}/nginx.pid;"
-            f"error_log {directory.parent}/nginx-error.log;"
+            f"daemon off; worker_processes 1; pid {state}/nginx.pid;"
+            f"error_log {state}/nginx-error.log;"
             "events { worker_connections 1024; }"
-            f"http {{ log_format paths '$uri'; {logging}"
-            " keepalive_requests 100000; types { text/html html; }"
+            f"http {{ log_format paths '$uri $status'; {logging}"
+            f" keepalive_requests 100000; {MIME_TYPES}"
             f" server {{ listen 127.0.0.1:{port}; root {directory}; }} }}"
         )
-        process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(directory.parent)])
+        process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(state)])
         kind = "nginx"
     else:
         if access_log:

@@ -153,25 +153,22 @@ def settle(
                     ending = step(
                         lambda: claims.ending_of_duplicate(client, url, message_id, crawl_id)
                     )
-                if crawl_id is not None:
+                if crawl_id is not None and outcome in NOT_FINAL:
+                    step(lambda: counters.count(client, crawl_id, outcome, lifetimes))
+                elif crawl_id is not None:
+                    # Each step's answer is kept: a retried count must not ask the mark again.
                     first = None if ending == claims.UNKNOWN else ending == claims.FIRST
-                    step(
-                        lambda: counters.ended(
-                            client, crawl_id, message_id, outcome, lifetimes, first
+                    if first is None:
+                        first = step(
+                            lambda: counters.first_ending(client, message_id, outcome, lifetimes)
                         )
-                    )
+                    if first:
+                        step(lambda: counters.count(client, crawl_id, outcome, lifetimes))
                 # A message's delivery count goes with its last attempt; a retrying one
                 # may still be handed back (the broker refused its retry) and must then
                 # count as delivered again, to send its claimed links again.
                 if outcome not in (DUPLICATE, CANCELLED, *NOT_FINAL):
                     step(lambda: claims.attempt_ended(client, message))
-                if options.crawl_id is not None:
-                    keep_alive(client, options.crawl_id)
-                if time.monotonic() >= next_eviction_check[0]:
-                    evictions = counters.memcached_evictions(client)
-                    if evictions is not None:
-                        metrics.memcached_evictions(evictions)
-                    next_eviction_check[0] = time.monotonic() + EVICTION_CHECK
         except STORE_ERRORS as e:
             # The message is over either way; only its bookkeeping is lost.
             logger.warning(
@@ -180,5 +177,17 @@ def settle(
                 outcome,
                 e,
             )
+            return
+        try:
+            with pool.reserve() as client:
+                if options.crawl_id is not None:
+                    keep_alive(client, options.crawl_id)
+                if time.monotonic() >= next_eviction_check[0]:
+                    evictions = counters.memcached_evictions(client)
+                    if evictions is not None:
+                        metrics.memcached_evictions(evictions)
+                    next_eviction_check[0] = time.monotonic() + EVICTION_CHECK
+        except STORE_ERRORS as e:  # the ending is counted; the refresh comes at its next turn
+            logger.warning("Could not refresh the crawl's keys in the dedup store: %s", e)
 
     return on_record

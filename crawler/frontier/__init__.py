@@ -12,7 +12,11 @@ import pylibmc
 import redis
 
 #: What a dedup store raises when it cannot answer: Memcached's errors, or Redis's.
-STORE_ERRORS: tuple[type[BaseException], ...] = (pylibmc.Error, redis.RedisError)
+STORE_ERRORS: tuple[type[BaseException], ...] = (
+    pylibmc.Error,
+    redis.RedisError,
+    redis.exceptions.RedisClusterException,  # a cluster that lost a node or its slot map
+)
 
 
 class StorePool(Protocol):

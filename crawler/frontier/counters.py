@@ -99,11 +99,22 @@ def ended(
     """
     if outcome not in NOT_FINAL:
         if first is None:
-            # A failure's mark lasts as long as its dead letter may be replayed.
-            time = lifetimes.grace if outcome == FAILED else lifetimes.claim
-            first = bool(client.add(_ended_key(message_id), 1, time=time))
+            first = first_ending(client, message_id, outcome, lifetimes)
         if not first:
             return
+    count(client, crawl_id, outcome, lifetimes)
+
+
+def first_ending(client: Any, message_id: str, outcome: str, lifetimes: Lifetimes) -> bool:
+    """Leave the message's ``ended`` mark; True when it was not there yet (this is the
+    message's first final ending).  A failure's mark lasts as long as its dead letter
+    may be replayed."""
+    time = lifetimes.grace if outcome == FAILED else lifetimes.claim
+    return bool(client.add(_ended_key(message_id), 1, time=time))
+
+
+def count(client: Any, crawl_id: str, outcome: str, lifetimes: Lifetimes) -> None:
+    """Count one more message of the crawl that ended with ``outcome``."""
     _add(client, crawl_key(crawl_id, outcome), 1, lifetimes.grace)
 
 

@@ -113,6 +113,8 @@ class RedisStoreClient:
             info = self.redis.info("stats")
             return [("redis", {"evictions": info.get("evicted_keys", 0)})]
         nodes = self.redis.info("stats", target_nodes=redis.RedisCluster.ALL_NODES)
+        if "evicted_keys" in nodes:  # a cluster of one node answers as a single Redis
+            nodes = {"redis": nodes}
         return [(node, {"evictions": info.get("evicted_keys", 0)}) for node, info in nodes.items()]
 
 

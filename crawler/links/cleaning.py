@@ -33,12 +33,35 @@ def clean_anchor(raw: bytes) -> str:
     return clean_href(html.unescape(raw.decode("utf-8", "surrogateescape")))
 
 
-def clean_href(text: str) -> str:
+def clean_href(text: str, encoding: str = "utf-8") -> str:
     """An ``href`` whose entities are decoded already, percent-encoded, without fragment;
-    a host name that is not ASCII is IDNA-encoded (``bücher.de`` -> ``xn--bcher-kva.de``)."""
+    a host name that is not ASCII is IDNA-encoded (``bücher.de`` -> ``xn--bcher-kva.de``).
+
+    The path is UTF-8 encoded; the query in the page's ``encoding``, as browsers send it
+    (a character that encoding lacks becomes ``&#N;``, as browsers write it).
+    """
     text = _idna_host(text.strip())
-    url = quote(text.encode("utf-8", "surrogateescape"), safe=_KEEP)
+    text = text.partition("#")[0]  # the fragment is never sent
+    path, question, query = text.partition("?")
+    url = quote(path.encode("utf-8", "surrogateescape"), safe=_KEEP)
+    if question:
+        url += question + _quoted_query(query, encoding)
     return without_fragment(url)
+
+
+def _quoted_query(query: str, encoding: str) -> str:
+    """A query percent-encoded from the page's ``encoding``; a character that encoding
+    lacks is sent as its percent-encoded ``&#N;``, and UTF-16/32 pages' in UTF-8, as
+    browsers do."""
+    if query.isascii() or encoding.startswith(("utf-8", "utf-16", "utf-32")):
+        return quote(query.encode("utf-8", "surrogateescape"), safe=_KEEP)
+    parts = []
+    for character in query:
+        try:
+            parts.append(quote(character.encode(encoding, "surrogateescape"), safe=_KEEP))
+        except UnicodeEncodeError:
+            parts.append(quote(f"&#{ord(character)};", safe=""))
+    return "".join(parts)
 
 
 def _idna_host(text: str) -> str:

@@ -1,50 +1,86 @@
-"""``--follow-relative``: links found by a real HTML tokenizer, resolved against the page."""
+"""``--follow-relative``: links found by a real HTML parser, resolved against the page.
+
+The parser is Lexbor (through selectolax), a C implementation of the WHATWG HTML
+parsing algorithm: it finds what a browser finds, in under a millisecond on a real
+page (the Python docs' pages average 93 KiB and 310 links each).
+"""
 
 from __future__ import annotations
 
+import codecs
+import re
 from contextlib import suppress
-from html.parser import HTMLParser
 from urllib.parse import urljoin
+
+from selectolax.lexbor import LexborHTMLParser
 
 from crawler.links.cleaning import clean_href
 
-
-class _AnchorParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.base: str | None = None
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag not in ("a", "base"):
-            return
-        href = dict(attrs).get("href")
-        if href is None:
-            return
-        if tag == "base":
-            if self.base is None:
-                self.base = href
-        else:
-            self.hrefs.append(href)
+#: A ``charset`` in a ``Content-Type`` header, and in a ``<meta>`` tag.
+_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_META_CHARSET = re.compile(
+    rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE
+)
+#: How far into a page a browser looks for its ``<meta charset>`` (the HTML standard's
+#: prescan reads 1024 bytes).
+PRESCAN_BYTES = 1024
+#: Labels the WHATWG Encoding standard reads as another encoding: latin-1 and ASCII
+#: pages are decoded as windows-1252.
+_AS_BROWSERS_DO = {"iso8859-1": "cp1252", "ascii": "cp1252"}
+#: Text codecs Python knows that are no page's encoding (they refuse other error modes).
+_NOT_PAGE_ENCODINGS = {"idna", "punycode", "undefined", "raw-unicode-escape", "unicode-escape"}
 
 
-def html_links(body: bytes, page_url: str) -> list[str]:
+def _percent_escape(error: UnicodeError) -> tuple[str, int]:
+    """Bytes that are not text in the page's encoding, written as ``%XX``: what they
+    become in a URL, and plain text for the parser to carry through."""
+    assert isinstance(error, UnicodeDecodeError)
+    bad = error.object[error.start : error.end]
+    return "".join(f"%{byte:02X}" for byte in bad), error.end
+
+
+codecs.register_error("crawler-percent-escape", _percent_escape)
+
+
+def page_encoding(body: bytes, content_type: str | None = None) -> str:
+    """The page's encoding as a browser picks it: the ``Content-Type`` header's
+    ``charset``, else a ``<meta>`` charset within the first 1024 bytes, else UTF-8.
+    An encoding Python does not know counts as absent."""
+    declared = _CHARSET.search(content_type or "")
+    meta = None if declared else _META_CHARSET.search(body[:PRESCAN_BYTES])
+    label = declared.group(1) if declared else meta.group(1).decode("ascii") if meta else None
+    try:
+        info = codecs.lookup(label or "utf-8")
+    except LookupError:
+        return "utf-8"
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_PAGE_ENCODINGS:
+        return "utf-8"  # base64, rot13, idna...: labels no browser decodes a page with
+    if meta and info.name.startswith(("utf-16", "utf-32")):
+        return "utf-8"  # a page that can say so in ASCII is not UTF-16
+    return _AS_BROWSERS_DO.get(info.name, info.name)
+
+
+def html_links(body: bytes, page_url: str, content_type: str | None = None) -> list[str]:
     """Every ``<a href>`` of ``body`` as an absolute URL: any quoting, case and attribute
     order, entities decoded, relative ones resolved against ``<base href>`` or the page.
 
-    Resolving never fails the page: a malformed ``<base href>`` is ignored, as browsers
-    do, and a malformed link is kept for :func:`crawler.frontier.scope.links_to_follow` to drop
-    with its reason, like any other link that cannot be parsed.
+    The page is decoded in its declared encoding (:func:`page_encoding`), so a latin-1
+    page's ``é`` is the character ``é``, sent UTF-8 encoded in the path and in the
+    page's encoding in the query, as browsers do.  Bytes that do not decode are
+    percent-encoded as they are.  Resolving never fails the page: a malformed ``<base
+    href>`` is ignored, as browsers do, and a malformed link is kept for
+    :func:`crawler.frontier.scope.links_to_follow` to drop with its reason, like any
+    other link that cannot be parsed.
     """
-    parser = _AnchorParser()
-    # Bytes that are not UTF-8 survive as surrogates and are percent-encoded by clean_href.
-    parser.feed(body.decode("utf-8", "surrogateescape"))
-    parser.close()
+    encoding = page_encoding(body, content_type)
+    tree = LexborHTMLParser(body.decode(encoding, "crawler-percent-escape"))
     base = page_url
-    if parser.base:
+    base_tag = tree.css_first("base[href]")
+    if base_tag is not None:
         with suppress(ValueError):
-            base = urljoin(page_url, parser.base.strip())
-    return [_resolve(base, clean_href(href)) for href in parser.hrefs]
+            base = urljoin(page_url, (base_tag.attributes.get("href") or "").strip())
+    hrefs = (anchor.attributes.get("href") for anchor in tree.css("a[href]"))
+    return [_resolve(base, clean_href(href, encoding)) for href in hrefs if href is not None]
 
 
 def _resolve(base: str, href: str) -> str:
