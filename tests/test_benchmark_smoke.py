@@ -38,7 +38,7 @@ def test_benchmark_smoke_run_crawls_the_site_on_each_broker_and_locally(
 
 def test_floor_smoke_run_prices_each_part_of_a_page_on_each_broker(memcached: object) -> None:
     result = subprocess.run(
-        [sys.executable, "benchmarks/floor.py", "--times", "200", "--noop-messages", "8000"],
+        [sys.executable, "benchmarks/floor.py", "--times", "100", "--noop-messages", "3000"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
 
