@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,14 @@ class MemcachedProcess:
     def pause(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGSTOP)
+
+
+def wait_until(condition: Callable[[], bool], *, timeout: float) -> None:
+    """Poll ``condition`` every 50 ms until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not true after {timeout} s: {condition}"
+        time.sleep(0.05)
 
 
 def wait_for_port(port: int, *, timeout: float = 10) -> None:

@@ -60,6 +60,7 @@ def test_crawl_id_adds_seeds_to_a_crawl_without_fetching_its_pages_again(
     assert "3 pages fetched" in added.stdout and "1 skipped as duplicates" in added.stdout
     assert f": finished: {PAGES + 3} pages fetched, " in status.stdout
     assert unknown.returncode == 2
-    assert unknown.stderr.strip() == f"error: no crawl {'0' * 32} is known to Memcached"
+    store = "Redis" if dedup_env else "Memcached"
+    assert unknown.stderr.strip() == f"error: no crawl {'0' * 32} is known to {store}"
     assert malformed.returncode == 2
     assert "'nope' is not a crawl id (32 hex digits)" in malformed.stderr

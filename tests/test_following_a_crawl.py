@@ -15,7 +15,14 @@ from crawler.brokers import make_broker
 from crawler.following import record_queue, seeder
 from crawler.frontier.keep_alive import KeepAlive
 from tests.site_server import SiteServer, generate_site, html, page_path
-from tests.support import FAST_FAILURES, crawl_id_of, metric, read_records, wait_for_crawl
+from tests.support import (
+    FAST_FAILURES,
+    crawl_id_of,
+    metric,
+    read_records,
+    wait_for_crawl,
+    wait_until,
+)
 from tests.workers import WorkerProcesses, environment, queued_messages, seed
 
 PAGES = 120
@@ -44,7 +51,8 @@ def test_wait_returns_0_after_every_page_with_one_record_each_and_metrics_agree(
         assert waiting.returncode == 0, stderr
         # The crawl is over when --wait returns: every page was fetched by then.
         assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)}
-        assert queued_messages(env) == 0
+        # The last message is acknowledged just after its record went out.
+        wait_until(lambda: queued_messages(env) == 0, timeout=5)
         with urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10) as response:
             metrics = response.read().decode()
         status = seed(env, "--status", crawl_id_of(stdout))
