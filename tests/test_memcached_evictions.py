@@ -28,7 +28,10 @@ def read_metrics() -> str:
         return str(response.read().decode())
 
 
-@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+# On the Redis broker, which also keeps its delivery counts in Memcached: the most items
+# per page, so the most evictions.  (RabbitMQ's run, the same 65 s, was dropped from the
+# suite for time; `benchmarks/memory.py evict` crawls on RabbitMQ.)
+@pytest.mark.parametrize("broker_env", ["redis_env"])
 def test_a_crawl_in_a_memcached_that_evicts_ends_says_so_and_fetches_each_page_once(
     broker_env: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
