@@ -13,7 +13,7 @@ PATTERN = "/usr/share/doc/python3*/html/index.html"
 
 
 def _installed() -> Path | None:
-    found = sorted(Path("/").glob(PATTERN.lstrip("/")))
+    found = sorted({path.resolve() for path in Path("/").glob(PATTERN.lstrip("/"))})
     return found[-1].parent if found else None
 
 

@@ -40,6 +40,8 @@ def clean_href(text: str, encoding: str = "utf-8") -> str:
     The path is UTF-8 encoded; the query in the page's ``encoding``, as browsers send it
     (a character that encoding lacks becomes ``&#N;``, as browsers write it).
     """
+    if text.isascii() and text.isprintable() and " " not in text:
+        return text.partition("#")[0]  # most hrefs: nothing to encode
     text = _idna_host(text.strip())
     text = text.partition("#")[0]  # the fragment is never sent
     path, question, query = text.partition("?")

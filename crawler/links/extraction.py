@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import re
 from contextlib import suppress
+from functools import lru_cache
 from urllib.parse import urljoin
 
 from selectolax.lexbor import LexborHTMLParser
@@ -84,6 +85,27 @@ def html_links(body: bytes, page_url: str, content_type: str | None = None) -> l
 
 
 def _resolve(base: str, href: str) -> str:
+    """``urljoin(base, href)``, remembered per directory: an href that is not empty
+    and starts with neither ``?`` nor ``#`` resolves the same against any page of the
+    base's directory, and a site's pages share their menus' links."""
+    if not href or href[0] in "?#":
+        return _join(base, href)
+    address = base.partition("#")[0].partition("?")[0]
+    if address.count("/") < 3:  # no path: "http://host"
+        return _join(base, href)
+    return _join_in_directory(address.rpartition("/")[0] + "/", href)
+
+
+#: Links resolved per directory that are remembered, across pages.
+RESOLVED_CACHE = 8192
+
+
+@lru_cache(maxsize=RESOLVED_CACHE)
+def _join_in_directory(directory: str, href: str) -> str:
+    return _join(directory, href)
+
+
+def _join(base: str, href: str) -> str:
     """``urljoin(base, href)``; for an ``href`` it cannot parse, the same join done by hand.
 
     urljoin fails only on a malformed authority (``//[::1``), which only an absolute
