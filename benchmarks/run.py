@@ -222,13 +222,14 @@ def measure_docs(
                 contenders: dict[str, Callable[[], dict[str, Any] | None]] = {
                     broker: partial(
                         crawl_with_workers, broker, seed, prefix, processes=processes,
-                        threads=threads, options=DOCS_OPTIONS,
+                        threads=threads, options=DOCS_OPTIONS, exits=(0, 1),
                     )
                     for broker in BROKERS
                 }  # fmt: skip
                 contenders["local"] = partial(
-                    crawl_locally, seed, threads=processes * threads, options=DOCS_OPTIONS
-                )
+                    crawl_locally, seed, threads=processes * threads, options=DOCS_OPTIONS,
+                    exits=(0, 1),
+                )  # fmt: skip
                 if not quick:
                     contenders["scrapy"] = partial(
                         crawl_with_scrapy, seed, prefix, concurrency=processes * threads,
