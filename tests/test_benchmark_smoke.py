@@ -71,3 +71,20 @@ def test_scale_smoke_run_crawls_the_site_with_the_redis_store() -> None:
         assert run["peak_worker_rss_mib"] > 0
         assert run["store_bytes_per_url"] > 0
     assert "| broker | store | p/s at 10% |" in result.stdout
+
+
+def test_extractors_smoke_run_finds_the_same_links_with_every_parser(tmp_path: Path) -> None:
+    page = b'<html><body><a href="a.html">a</a><A HREF=b.html>b</A><a href="#top">t</a></body>'
+    for i in range(3):
+        (tmp_path / f"{i}.html").write_bytes(page)
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/extractors.py", str(tmp_path), "--repeat", "1"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = dict(re.findall(r"^(.+?) +(\d+) +[\d.]+$", result.stdout, re.MULTILINE))
+    assert found["upstream regex"] == "6"  # not <A HREF=b.html>: written otherwise
+    for parser in ("html.parser", "selectolax (Lexbor)", "crawler html_links"):
+        assert found[parser] == "9", result.stdout
