@@ -153,17 +153,9 @@ def settle(
                     ending = step(
                         lambda: claims.ending_of_duplicate(client, url, message_id, crawl_id)
                     )
-                if crawl_id is not None and outcome in NOT_FINAL:
-                    step(lambda: counters.count(client, crawl_id, outcome, lifetimes))
-                elif crawl_id is not None:
-                    # Each step's answer is kept: a retried count must not ask the mark again.
+                if crawl_id is not None:
                     first = None if ending == claims.UNKNOWN else ending == claims.FIRST
-                    if first is None:
-                        first = step(
-                            lambda: counters.first_ending(client, message_id, outcome, lifetimes)
-                        )
-                    if first:
-                        step(lambda: counters.count(client, crawl_id, outcome, lifetimes))
+                    counters.ended(client, crawl_id, message_id, outcome, lifetimes, first, step)
                 # A message's delivery count goes with its last attempt; a retrying one
                 # may still be handed back (the broker refused its retry) and must then
                 # count as delivered again, to send its claimed links again.

@@ -10,6 +10,7 @@ for every URL found and every message ended.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import pylibmc
@@ -82,6 +83,14 @@ def _ended_key(message_id: str) -> str:
     return f"e:{short_id(message_id)}"
 
 
+#: Runs one store operation of :func:`ended` (bookkeeping's tries it again when it fails).
+Step = Callable[[Callable[[], Any]], Any]
+
+
+def _at_once(operation: Callable[[], Any]) -> Any:
+    return operation()
+
+
 def ended(
     client: Any,
     crawl_id: str,
@@ -89,33 +98,24 @@ def ended(
     outcome: str,
     lifetimes: Lifetimes,
     first: bool | None = None,
+    step: Step = _at_once,
 ) -> None:
     """Count a message's outcome; a final one once per message, even if redelivered.
 
     ``first`` is what the URL's claim said of this ending (see
     :func:`crawler.frontier.claims.finish`): most endings are known from it; the rest
     (failures, cancellations, duplicates, a claim gone) leave an ``ended`` mark of
-    their own for ``CRAWLER_CLAIM_TTL``.
+    their own for ``CRAWLER_CLAIM_TTL`` (a failure's for the grace, as long as its dead
+    letter may be replayed).  ``step`` runs each store operation (the mark, then the
+    count), so that one tried again never redoes the other.
     """
     if outcome not in NOT_FINAL:
         if first is None:
-            first = first_ending(client, message_id, outcome, lifetimes)
+            time = lifetimes.grace if outcome == FAILED else lifetimes.claim
+            first = bool(step(lambda: client.add(_ended_key(message_id), 1, time=time)))
         if not first:
             return
-    count(client, crawl_id, outcome, lifetimes)
-
-
-def first_ending(client: Any, message_id: str, outcome: str, lifetimes: Lifetimes) -> bool:
-    """Leave the message's ``ended`` mark; True when it was not there yet (this is the
-    message's first final ending).  A failure's mark lasts as long as its dead letter
-    may be replayed."""
-    time = lifetimes.grace if outcome == FAILED else lifetimes.claim
-    return bool(client.add(_ended_key(message_id), 1, time=time))
-
-
-def count(client: Any, crawl_id: str, outcome: str, lifetimes: Lifetimes) -> None:
-    """Count one more message of the crawl that ended with ``outcome``."""
-    _add(client, crawl_key(crawl_id, outcome), 1, lifetimes.grace)
+    step(lambda: _add(client, crawl_key(crawl_id, outcome), 1, lifetimes.grace))
 
 
 def reopened(client: Any, crawl_id: str, message_id: str) -> None:
