@@ -6,7 +6,7 @@ import html
 import re
 import string
 from functools import lru_cache
-from urllib.parse import quote, urldefrag, urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 #: Printable ASCII stays as written; anything else (spaces, controls, non-ASCII
 #: bytes) is percent-encoded, as a browser does before it sends a request.
@@ -40,15 +40,14 @@ def clean_href(text: str, encoding: str = "utf-8") -> str:
     The path is UTF-8 encoded; the query in the page's ``encoding``, as browsers send it
     (a character that encoding lacks becomes ``&#N;``, as browsers write it).
     """
-    if text.isascii() and text.isprintable() and " " not in text:
-        return text.partition("#")[0]  # most hrefs: nothing to encode
-    text = _idna_host(text.strip())
     text = text.partition("#")[0]  # the fragment is never sent
-    path, question, query = text.partition("?")
+    if text.isascii() and text.isprintable() and " " not in text:
+        return text  # most hrefs: nothing to encode
+    path, question, query = _idna_host(text.strip()).partition("?")
     url = quote(path.encode("utf-8", "surrogateescape"), safe=_KEEP)
     if question:
         url += question + _quoted_query(query, encoding)
-    return without_fragment(url)
+    return url
 
 
 def _quoted_query(query: str, encoding: str) -> str:
@@ -77,7 +76,3 @@ def _idna_host(text: str) -> str:
     netloc = parts.netloc.rpartition("@")
     hostport = netloc[2].lower().replace(parts.hostname, host, 1)
     return urlunsplit(parts._replace(netloc=netloc[0] + netloc[1] + hostport))
-
-
-def without_fragment(url: str) -> str:
-    return urldefrag(url).url
