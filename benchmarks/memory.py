@@ -30,12 +30,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import pylibmc
-import redis
-
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
+from benchmarks.measuring.accounting import memcached_stats, redis_stats  # noqa: E402
 from tests.site_server import SiteServer, generate_site, page_path  # noqa: E402
 from tests.support import (  # noqa: E402
     FAST_FAILURES,
@@ -44,23 +42,6 @@ from tests.support import (  # noqa: E402
     clean_broker,
 )
 from tests.workers import WorkerProcesses, environment  # noqa: E402
-
-
-def memcached_stats(servers: str) -> dict[str, int]:
-    client = pylibmc.Client([servers], binary=True)
-    try:
-        ((_, stats),) = client.get_stats()
-    finally:
-        client.disconnect_all()
-    return {name: int(stats[name]) for name in ("bytes", "curr_items", "evictions")}
-
-
-def redis_stats(url: str) -> dict[str, int]:
-    client = redis.Redis.from_url(url)
-    try:
-        return {"bytes": int(client.info("memory")["used_memory"]), "curr_items": client.dbsize()}
-    finally:
-        client.close()
 
 
 def crawl(

@@ -38,12 +38,16 @@ from pathlib import Path
 from typing import Any
 
 import pylibmc
-import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.measuring.accounting import children, peak_rss_mib  # noqa: E402
+from benchmarks.measuring.accounting import (  # noqa: E402
+    children,
+    memcached_stats,
+    peak_rss_mib,
+    redis_stats,
+)
 from benchmarks.measuring.generated_site import serve, served, write_site  # noqa: E402
 from benchmarks.measuring.workers import start_workers  # noqa: E402
 from crawler.frontier import counters  # noqa: E402
@@ -87,18 +91,8 @@ class Sampler(threading.Thread):
 
 
 def store_bytes(store: str, address: str) -> int:
-    if store == "memcached":
-        client = pylibmc.Client([address], binary=True)
-        try:
-            ((_, stats),) = client.get_stats()
-            return int(stats["bytes"])
-        finally:
-            client.disconnect_all()
-    connection = redis.Redis.from_url(address)
-    try:
-        return int(connection.info("memory")["used_memory"])
-    finally:
-        connection.close()
+    stats = memcached_stats(address) if store == "memcached" else redis_stats(address)
+    return stats["bytes"]
 
 
 def crawl(

@@ -1,5 +1,5 @@
-"""What processes spend, read from ``/proc``, and what the workers count, read from their
-Prometheus endpoint."""
+"""What processes spend, read from ``/proc``, what the workers count, read from their
+Prometheus endpoint, and what a dedup store holds, read from its stats."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import os
 import subprocess
 import urllib.request
 from pathlib import Path
+
+import pylibmc
+import redis
 
 #: Clock ticks per second, the unit of the CPU times in ``/proc/<pid>/stat``.
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -77,3 +80,23 @@ def metric(text: str, name: str) -> float:
         for line in text.splitlines()
         if line.startswith(name + "{") or line.startswith(name + " ")
     )
+
+
+def memcached_stats(servers: str) -> dict[str, int]:
+    """A Memcached's ``bytes`` (every item it holds, headers included), ``curr_items``
+    and ``evictions``."""
+    client = pylibmc.Client([servers], binary=True)
+    try:
+        ((_, stats),) = client.get_stats()
+    finally:
+        client.disconnect_all()
+    return {name: int(stats[name]) for name in ("bytes", "curr_items", "evictions")}
+
+
+def redis_stats(url: str) -> dict[str, int]:
+    """A Redis's ``used_memory`` (as ``bytes``) and its keys (as ``curr_items``)."""
+    client = redis.Redis.from_url(url)
+    try:
+        return {"bytes": int(client.info("memory")["used_memory"]), "curr_items": client.dbsize()}
+    finally:
+        client.close()
