@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
+
+from scripts.services import apt_install
 
 #: The package, and where its HTML lands.
 PACKAGE = "python3-doc"
@@ -21,14 +20,7 @@ def docs_directory(*, install: bool = True) -> Path | None:
     """The docs' HTML directory; installed with apt-get first when missing, if this runs
     as root where apt-get exists (and says so); None when it cannot be had."""
     directory = _installed()
-    if directory is not None or not install:
-        return directory
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        return None
-    print(f"installing {PACKAGE} with apt-get (the benchmark's real site)", flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    quiet = subprocess.DEVNULL
-    if subprocess.run(["apt-get", "install", "-y", PACKAGE], env=env, stdout=quiet).returncode:
-        subprocess.run(["apt-get", "update"], env=env, stdout=quiet)
-        subprocess.run(["apt-get", "install", "-y", PACKAGE], env=env, stdout=quiet)
-    return _installed()
+    if directory is None and install:
+        apt_install(PACKAGE)
+        directory = _installed()
+    return directory
