@@ -9,7 +9,6 @@ from typing import Any
 import dramatiq
 import pylibmc
 import pytest
-import redis
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
@@ -65,7 +64,7 @@ def store(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> Any:
         cluster.flush()
         return RedisStorePool(cluster.url).client
     server = request.getfixturevalue("own_redis_store")
-    redis.Redis.from_url(server.url).flushdb()
+    server.flush()
     return RedisStorePool(server.url).client
 
 
@@ -76,7 +75,7 @@ def dedup_env(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> dict
     if request.param == "memcached":
         return {}
     server = request.getfixturevalue("own_redis_store")
-    redis.Redis.from_url(server.url).flushdb()
+    server.flush()
     return {"DEDUP_URL": server.url}
 
 

@@ -190,6 +190,12 @@ class RedisProcess:
         finally:
             client.close()
 
+    def flush(self) -> None:
+        """Empty it, for a test that starts afresh."""
+        client = redis.Redis.from_url(self.url)
+        client.flushdb()
+        client.close()
+
     def shut_down(self) -> None:
         """Stop as an operator would (``SHUTDOWN``: the append-only file is kept)."""
         if self.process is not None:

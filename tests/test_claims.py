@@ -220,7 +220,7 @@ def test_a_message_whose_claim_was_lost_is_counted_once_through_its_mark(
 
 def test_the_redis_store_answers_as_memcached_does(own_redis_store: Any) -> None:
     """The operations whose edge cases the frontier relies on, on the DEDUP_URL store."""
-    redis.Redis.from_url(own_redis_store.url).flushdb()
+    own_redis_store.flush()
     client = RedisStorePool(own_redis_store.url).client
 
     assert client.add("k", b"a", time=60) is True

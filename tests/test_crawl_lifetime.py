@@ -8,7 +8,6 @@ from typing import Any
 
 import pylibmc
 import pytest
-import redis
 
 from crawler.frontier import claims, journal
 from crawler.frontier.digests import url_digest
@@ -37,7 +36,7 @@ def test_a_crawl_that_outlives_its_claims_and_grace_fetches_every_page_once(
     stores = {}
     if dedup == "redis":  # DEDUP_URL: the same promise from the Redis store
         server = request.getfixturevalue("own_redis_store")
-        redis.Redis.from_url(server.url).flushdb()
+        server.flush()
         store = RedisStorePool(server.url).client
         stores["DEDUP_URL"] = server.url
     env = environment(

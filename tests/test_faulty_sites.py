@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
-import redis
 
 from tests import faults
 from tests.site_server import Page, SiteServer, html
@@ -114,7 +113,7 @@ def crawl(request: pytest.FixtureRequest) -> Iterator[Crawl]:
     dedup_env = {}
     if store == "redis":  # DEDUP_URL: retries, deliveries and dead letters on Redis
         server = request.getfixturevalue("own_redis_store")
-        redis.Redis.from_url(server.url).flushdb()
+        server.flush()
         dedup_env["DEDUP_URL"] = server.url
     site = SiteServer().start()
     with (
