@@ -140,6 +140,24 @@ def test_follow_relative_reaches_exactly_the_reference_set_once_each(
     assert not [r for r in site.requests if r.host.startswith("localhost")]
 
 
+def test_follow_relative_decodes_a_latin1_page_s_links_by_its_content_type(
+    site: SiteServer, rabbitmq_env: dict[str, str]
+) -> None:
+    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    # The same bytes as UTF-8 would be bad UTF-8; read as the header says, they are "é".
+    latin1 = "text/html; charset=ISO-8859-1"
+    site.pages["/start.html"] = Page(b'<a href="caf\xe9.html?q=\xe9t\xe9">x</a>', latin1)
+    browser_sends = "/caf%C3%A9.html?q=%E9t%E9"  # path in UTF-8, query in latin-1
+    site.pages[browser_sends] = Page(b"<html><body>leaf</body></html>")
+
+    crawl_until(
+        env, site, site.url("/start.html"), "--follow-relative",
+        done=lambda: len(site.requests) >= 2,
+    )  # fmt: skip
+
+    assert fetched(site) == {"/start.html": 1, browser_sends: 1}
+
+
 def test_max_depth_2_fetches_exactly_the_pages_within_two_hops(
     site: SiteServer, rabbitmq_env: dict[str, str]
 ) -> None:
