@@ -11,7 +11,6 @@ import logging
 import re
 import sys
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from threading import local
 from typing import Any
@@ -67,7 +66,7 @@ keep_books(
     broker,
     memcache_pool,
     lifetimes,
-    publish=partial(record_queue.publish, broker),
+    publish=record_queue.Batches(broker),
     on_unsent=send_back.could_not_send,
     patience=limits.store_patience,
 )
@@ -232,7 +231,10 @@ def main(args: list[str]) -> int:
     if not arguments.urls:
         parser.error("give at least one URL to crawl (or --status CRAWL_ID)")
     crawl_options = options.from_arguments(
-        arguments, arguments.urls, collect_records=arguments.wait
+        arguments,
+        arguments.urls,
+        collect_records=arguments.wait,
+        record_links=arguments.wait and arguments.output is not None,
     )
     kwargs = {"options": crawl_options.to_message()}
     if arguments.local and arguments.crawl_id:

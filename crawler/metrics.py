@@ -12,6 +12,7 @@ from typing import Any
 
 _lock = threading.Lock()
 _created: dict[str, Any] = {}
+_pages_by_outcome: dict[str, Any] = {}
 
 
 def _metrics() -> dict[str, Any]:
@@ -54,8 +55,12 @@ def _create() -> dict[str, Any]:
 
 def page_ended(outcome: str, links: int) -> None:
     metrics = _metrics()
-    metrics["pages"].labels(outcome).inc()
-    metrics["links"].inc(links)
+    pages = _pages_by_outcome.get(outcome)
+    if pages is None:  # labels() hashes and locks on every call: each child is kept
+        pages = _pages_by_outcome.setdefault(outcome, metrics["pages"].labels(outcome))
+    pages.inc()
+    if links:
+        metrics["links"].inc(links)
 
 
 def links_dropped(count: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -177,3 +178,81 @@ def test_a_rabbitmq_reader_stopped_early_acknowledges_what_was_read_and_hands_ba
 
     assert waiting_now.method.message_count == 2  # n=0 acknowledged; n=1, 2 back in the queue
     assert rest == [{"n": 1}, {"n": 2}]
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
+    broker_env: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in request.getfixturevalue(broker_env).items():
+        monkeypatch.setenv(name, value)
+    broker, crawl_id = make_broker(), uuid.uuid4().hex
+    batches = record_queue.Batches(broker)
+    send, sent_bodies = record_queue._send, []
+
+    def first_send_waits_for_the_others(broker: object, crawl_id: str, body: bytes) -> None:
+        if not sent_bodies:  # the others queue up behind this send meanwhile
+            wait_until(lambda: len(batches._waiting.get(crawl_id, ())) == 7, timeout=10)
+        sent_bodies.append(body)
+        send(broker, crawl_id, body)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(record_queue, "_send", first_send_waits_for_the_others)
+    reader = record_queue.Reader(broker, crawl_id)
+    try:
+        first = threading.Thread(target=batches, args=(crawl_id, {"n": 0}))
+        first.start()
+        wait_until(lambda: len(sent_bodies) == 0 and batches._sending.locked(), timeout=10)
+        others = [threading.Thread(target=batches, args=(crawl_id, {"n": n})) for n in range(1, 8)]
+        for thread in others:
+            thread.start()
+        for thread in [first, *others]:
+            thread.join(timeout=20)
+        with closing(reader.read(timeout=2)) as arriving:
+            records = [record for record, _ in zip(arriving, range(8))]
+    finally:
+        reader.close()
+        broker.close()
+
+    assert len(sent_bodies) == 2  # the first record alone, then the seven that waited
+    assert sorted(record["n"] for record in records) == list(range(8))
+
+
+def test_a_batch_the_broker_refuses_raises_in_every_thread_whose_record_it_held(
+    redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in redis_env.items():
+        monkeypatch.setenv(name, value)
+    broker, crawl_id = make_broker(), uuid.uuid4().hex
+    batches = record_queue.Batches(broker)
+    calls = []
+
+    def refused(broker: object, crawl_id: str, body: bytes) -> None:
+        calls.append(body)
+        if len(calls) == 1:
+            wait_until(lambda: len(batches._waiting.get(crawl_id, ())) == 3, timeout=10)
+            return
+        raise ConnectionError("the broker is down")
+
+    monkeypatch.setattr(record_queue, "_send", refused)
+    errors: list[BaseException | None] = []
+
+    def publish(n: int) -> None:
+        try:
+            batches(crawl_id, {"n": n})
+            errors.append(None)
+        except ConnectionError as e:
+            errors.append(e)
+
+    first = threading.Thread(target=publish, args=(0,))
+    first.start()
+    wait_until(lambda: batches._sending.locked(), timeout=10)
+    others = [threading.Thread(target=publish, args=(n,)) for n in (1, 2, 3)]
+    for thread in others:
+        thread.start()
+    for thread in [first, *others]:
+        thread.join(timeout=20)
+    broker.close()
+
+    assert len(calls) == 2
+    assert errors.count(None) == 1 and len(errors) == 4  # the first went out; three refused
+    assert not batches._waiting

@@ -131,6 +131,8 @@ def settle(
         metrics.page_ended(outcome, links=len(record.get("links") or ()))
         if publish and options.collect_records and outcome not in NOT_FINAL:
             assert options.crawl_id is not None
+            if not options.record_links:  # the seeder counts it, writes no --output
+                record = {key: value for key, value in record.items() if key != "links"}
             try:
                 publish(options.crawl_id, record)
             except Exception as e:  # whatever kept the record from the broker

@@ -6,12 +6,14 @@ outright leaves it for :data:`READER_GONE_MS` at most, after which workers stop
 publishing into it (RabbitMQ deletes an unused queue; on Redis the seeder's
 presence key expires).  Both ends ride out broker restarts: a worker's record
 that cannot be published sends its message back (see :mod:`crawler.brokers.send_back`),
-and the seeder reconnects.
+and the seeder reconnects.  A worker's threads send the records that end together
+as one message (:class:`Batches`); the seeder reads a message of one record too.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Generator
 from typing import Any
@@ -53,13 +55,70 @@ def _is_redis(broker: dramatiq.Broker) -> bool:
 
 def publish(broker: dramatiq.Broker, crawl_id: str, record: Record) -> None:
     """Send ``record`` to the crawl's seeder; raise a broker error if it cannot be sent."""
-    body = json.dumps(record, ensure_ascii=False).encode()
+    _send(broker, crawl_id, json.dumps(record, ensure_ascii=False).encode())
+
+
+class _Pending:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.sent = False
+        self.error: BaseException | None = None
+
+
+class Batches:
+    """:func:`publish` for many worker threads at once: records that end together go
+    to the seeder as one message (a JSON list), which costs the worker, the broker
+    and the seeder about what one record does.
+
+    A group commit, with no thread or timer of its own: a thread with a record
+    appends it, then takes the send lock; if the thread that held the lock sent its
+    record already, it returns; else it sends every record waiting for that crawl.
+    Each call returns once its own record is on the broker, or raises the error that
+    kept its batch off it, so each message's bookkeeping goes on as with
+    :func:`publish` (a record not sent sends its message back).
+    """
+
+    def __init__(self, broker: dramatiq.Broker) -> None:
+        self.broker = broker
+        self._waiting: dict[str, list[_Pending]] = {}
+        self._waiting_lock = threading.Lock()
+        self._sending = threading.Lock()
+
+    def __call__(self, crawl_id: str, record: Record) -> None:
+        pending = _Pending(json.dumps(record, ensure_ascii=False).encode())
+        with self._waiting_lock:
+            self._waiting.setdefault(crawl_id, []).append(pending)
+        with self._sending:
+            if not pending.sent:
+                with self._waiting_lock:
+                    batch = self._waiting.pop(crawl_id)
+                try:
+                    bodies = [each.body for each in batch]
+                    _send(self.broker, crawl_id, b"[" + b",".join(bodies) + b"]")
+                except BaseException as e:
+                    for each in batch:
+                        each.error = e
+                    raise
+                finally:
+                    for each in batch:
+                        each.sent = True
+        if pending.error is not None:
+            raise pending.error
+
+
+def _send(broker: dramatiq.Broker, crawl_id: str, body: bytes) -> None:
     if _is_redis(broker):
         client: Any = broker.client  # type: ignore[attr-defined]
         push = client.register_script(_PUSH_IF_READ)  # EVALSHA: the script is sent once
         push(keys=[_reader_key(crawl_id), name(crawl_id)], args=[body, READER_GONE_MS])
     else:
         publish_to_queue(broker, name(crawl_id), body)
+
+
+def _records(body: bytes) -> list[Record]:
+    """The records of one message: a batch (a JSON list), or one record."""
+    records = json.loads(body)
+    return records if isinstance(records, list) else [records]
 
 
 def _gather(deadline: float) -> None:
@@ -110,9 +169,10 @@ class Reader:
                 first = client.blpop([self.queue], timeout=max(remaining, 0.01))
                 if first is None:
                     return
-                yield json.loads(first[1])
+                yield from _records(first[1])
                 bodies = client.lpop(self.queue, BATCH) or []
-                yield from map(json.loads, bodies)
+                for body in bodies:
+                    yield from _records(body)
                 if len(bodies) < BATCH:
                     _gather(deadline)
             return
@@ -131,7 +191,7 @@ class Reader:
                 if method is None:
                     break
                 unacknowledged = method.delivery_tag
-                yield json.loads(body)
+                yield from _records(body)
                 if unacknowledged % BATCH == 0:
                     channel.basic_ack(unacknowledged, multiple=True)
                     unacknowledged = None

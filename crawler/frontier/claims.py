@@ -261,8 +261,13 @@ def send_claimed(
     if not keys:
         return []
     stored = client.get_multi(list(keys))
-    children = {key: child_message_id(parent_id, url) for key, url in keys.items()}
     missing = [key for key in keys if key not in stored]
+    # Message ids only for the links this message may send: most are claimed already.
+    children = {key: child_message_id(parent_id, keys[key]) for key in missing}
+    if not first_delivery:
+        children.update(
+            (key, child_message_id(parent_id, url)) for key, url in keys.items() if key in stored
+        )
     recorded: dict[bytes, bytes] = {}
     if crawl_id is not None and missing:
         recorded = journal.owners(client, crawl_id, (digests[keys[key]] for key in missing))
