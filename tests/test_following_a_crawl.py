@@ -7,6 +7,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import closing
+from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,7 @@ def test_wait_returns_0_after_every_page_with_one_record_each_and_metrics_agree(
 
     records = read_records(output)
     assert sorted(r["url"] for r in records) == sorted(site.url(page_path(i)) for i in range(PAGES))
+    assert all(len(r["links"]) == 5 for r in records)  # --output asks for the links
     assert f": {PAGES} pages fetched" in stdout and "0 failed." in stdout
     assert status.returncode == 0
     assert f": finished: {PAGES} pages fetched, " in status.stdout
@@ -208,7 +210,7 @@ def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
         for thread in [first, *others]:
             thread.join(timeout=20)
         with closing(reader.read(timeout=2)) as arriving:
-            records = [record for record, _ in zip(arriving, range(8))]
+            records = list(islice(arriving, 8))
     finally:
         reader.close()
         broker.close()
