@@ -190,7 +190,7 @@ def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
         monkeypatch.setenv(name, value)
     broker, crawl_id = make_broker(), uuid.uuid4().hex
     batches = record_queue.Batches(broker)
-    send, sent_bodies = record_queue._send, []
+    send, sent_bodies = record_queue._send, list[bytes]()
 
     def first_send_waits_for_the_others(broker: object, crawl_id: str, body: bytes) -> None:
         if not sent_bodies:  # the others queue up behind this send meanwhile
