@@ -72,8 +72,7 @@ class CrawlOptions:
     def from_message(cls, values: dict[str, Any] | None) -> CrawlOptions:
         if not values:
             return UPSTREAM
-        known = {f.name for f in fields(cls)}
-        values = {key: value for key, value in values.items() if key in known}
+        values = {key: value for key, value in values.items() if key in _FIELDS}
         if "allowed_domains" in values:
             values["allowed_domains"] = tuple(values["allowed_domains"])
         return cls(**values)
@@ -87,6 +86,8 @@ class CrawlOptions:
 
 
 UPSTREAM = CrawlOptions()
+#: The options a message may carry; others (from a newer seeder) are ignored.
+_FIELDS = frozenset(f.name for f in fields(CrawlOptions))
 #: What ``--allow-domain`` takes once IDNA-encoded: host name characters only.
 _DOMAIN = re.compile(r"[a-z0-9_.-]+", re.ASCII)
 

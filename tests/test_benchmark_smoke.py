@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.workers import PROJECT_ROOT
 
 
@@ -88,3 +90,26 @@ def test_extractors_smoke_run_finds_the_same_links_with_every_parser(tmp_path: P
     assert found["upstream regex"] == "6"  # not <A HREF=b.html>: written otherwise
     for parser in ("html.parser", "selectolax (Lexbor)", "crawler html_links"):
         assert found[parser] == "9", result.stdout
+
+
+def test_budget_smoke_run_splits_each_broker_s_cpu_per_page_into_parts(
+    tmp_path: Path, memcached: object
+) -> None:
+    output = tmp_path / "budget.json"
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/budget.py", "--pages", "200", "--links", "5",
+         "--json", str(output)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(output.read_text())
+    for broker in ("rabbitmq", "redis"):
+        run = figures[broker]
+        assert run["pages"] == 200 and run["samples"] > 0
+        # The parts are the workers' CPU split by samples: together, that CPU.
+        assert sum(run["workers"].values()) == pytest.approx(run["processes"]["workers"], rel=0.01)
+        assert run["workers"]["GET and body (requests)"] > 0
+        assert run["workers"]["links claimed and sent"] > 0
+    assert "all processes" in result.stdout

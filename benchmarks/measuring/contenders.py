@@ -12,6 +12,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -45,6 +46,7 @@ def crawl_with_workers(
     threads: int,
     options: tuple[str, ...] = (),
     exits: tuple[int, ...] = (0,),
+    samples: Path | None = None,
 ) -> dict[str, Any]:
     """Workers (``dramatiq crawler.example``) crawl from ``seed``, seeded with ``--wait``.
 
@@ -60,6 +62,8 @@ def crawl_with_workers(
       options(tuple): Crawl options for the seeder, such as ``--follow-relative``.
       exits(tuple): The seeder's exit statuses that are no error (1: some page failed,
         as the Python docs' one broken link does).
+      samples(Path): A directory where py-spy writes the stacks of each worker process
+        while it holds the GIL (``<pid>.txt``, py-spy's raw format), or None.
     """
     env = broker_env(broker, dramatiq_prom_db=str(tmp / f"prom-{broker}"))
     Path(env["dramatiq_prom_db"]).mkdir()
@@ -73,6 +77,7 @@ def crawl_with_workers(
         broker: services[broker],
         "memcached": services["memcached"],
     }
+    samplers = [sample_stacks(pid, samples / f"{pid}.txt") for pid in pids] if samples else []
     cpu_before = {pid: cpu_seconds(pid) for group in parts.values() for pid in group}
     seeder_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     seeder = subprocess.Popen(
@@ -85,6 +90,9 @@ def crawl_with_workers(
     stdout, stderr = seeder.communicate(timeout=900)
     elapsed = time.monotonic() - started
     seeder_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for sampler in samplers:
+        sampler.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
+        sampler.wait(timeout=60)
     cpu_by_part = {
         part: sum(cpu_seconds(pid) - cpu_before[pid] for pid in group)
         for part, group in parts.items()
@@ -111,6 +119,24 @@ def crawl_with_workers(
         },
         "peak_worker_rss_mib": rss,
     }
+
+
+def sample_stacks(pid: int, output: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid``'s threads while they hold the GIL (its Python CPU), 500
+    times a second without pausing it, once it is attached (its log: ``output.log``)."""
+    log = output.with_suffix(".log")
+    with log.open("wb") as log_file:
+        sampler = subprocess.Popen(
+            [str(BIN / "py-spy"), "record", "--pid", str(pid), "--output", str(output),
+             "--format", "raw", "--rate", "500", "--threads", "--gil", "--nonblocking"],
+            stdout=log_file, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while b"Sampling process" not in log.read_bytes():
+        if sampler.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"py-spy could not sample process {pid}: {log.read_text()}")
+        time.sleep(0.05)
+    return sampler
 
 
 def crawl_locally(
