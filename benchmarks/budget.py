@@ -91,17 +91,17 @@ def measure(broker: str, seed: str, tmp: Path, processes: int, threads: int) -> 
 
 
 def table(figures: dict[str, dict[str, object]]) -> str:
-    lines = [f"{'broker':9} {'part':45} {'CPU ms/page':>11}"]
+    lines = [f"{'broker':9} {'part':52} {'CPU ms/page':>11}"]
     for broker, run in figures.items():
         workers: dict[str, float] = run["workers"]  # type: ignore[assignment]
         processes: dict[str, float] = run["processes"]  # type: ignore[assignment]
         for part, cost in sorted(workers.items(), key=lambda item: -item[1]):
-            lines.append(f"{broker:9} {'workers: ' + part:45} {cost:11.3f}")
+            lines.append(f"{broker:9} {'workers: ' + part:52} {cost:11.3f}")
         for process, cost in processes.items():
             name = "workers (all parts)" if process == "workers" else process
-            lines.append(f"{broker:9} {name:45} {cost:11.3f}")
+            lines.append(f"{broker:9} {name:52} {cost:11.3f}")
         lines.append(
-            f"{broker:9} {'all processes':45} {run['cpu_ms_per_page']:11.3f}"
+            f"{broker:9} {'all processes':52} {run['cpu_ms_per_page']:11.3f}"
             f"   ({run['pages']:.0f} pages at {run['pages_per_s']:.0f} pages/s,"
             f" {run['samples']} samples)"
         )

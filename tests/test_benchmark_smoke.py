@@ -113,3 +113,27 @@ def test_budget_smoke_run_splits_each_broker_s_cpu_per_page_into_parts(
         assert run["workers"]["GET and body (requests)"] > 0
         assert run["workers"]["links claimed and sent"] > 0
     assert "all processes" in result.stdout
+
+
+def test_docs_smoke_run_fetches_wget_s_pages_of_the_python_docs_on_each_broker_and_locally(
+    tmp_path: Path, memcached: object
+) -> None:
+    output = tmp_path / "docs.json"
+
+    # Installs python3-doc with apt-get when missing, as a newcomer's run would.
+    result = subprocess.run(
+        [sys.executable, "benchmarks/run.py", "--site", "python-docs", "--quick", "--repeat",
+         "1", "--json", str(output)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert output.exists(), result.stdout  # measured, not skipped for want of the docs
+    figures = json.loads(output.read_text())
+    assert figures["same_pages"], figures["pages_differing_from_wget"]
+    assert figures["wget"]["pages"] > 500
+    for run in ("rabbitmq", "redis", "local"):
+        assert figures[run]["pages_per_s"] > 0
+    for broker in ("rabbitmq", "redis"):
+        assert figures[broker]["html_pages"] == figures["wget"]["pages"]
+    assert "/wget" in result.stdout
