@@ -234,7 +234,7 @@ def main(args: list[str]) -> int:
         arguments,
         arguments.urls,
         collect_records=arguments.wait,
-        record_links=arguments.wait and arguments.output is not None,
+        records_without_links=arguments.wait and arguments.output is None,
     )
     kwargs = {"options": crawl_options.to_message()}
     if arguments.local and arguments.crawl_id:

@@ -41,8 +41,10 @@ class CrawlOptions:
       max_rate(float): Requests per second per host at most, across all workers.
       user_agent(str): The User-Agent header sent with each request.
       collect_records(bool): Workers send a record of each URL to the waiting seeder.
-      record_links(bool): Those records carry the page's links (the seeder writes them
-        to ``--output``); without it they say only what the seeder's progress needs.
+      batched_records(bool): The seeder reads records sent together as one message.
+      records_without_links(bool): Those records leave out the page's links (the
+        seeder writes no ``--output``).  Both are asked for by the seeder, so that a
+        seeder from before them still gets what it reads.
     """
 
     crawl_id: str | None = None
@@ -54,7 +56,8 @@ class CrawlOptions:
     max_rate: float | None = None
     user_agent: str = DEFAULT_USER_AGENT
     collect_records: bool = False
-    record_links: bool = False
+    batched_records: bool = False
+    records_without_links: bool = False
 
     def to_message(self) -> dict[str, Any] | None:
         """The options as a message keyword argument: only what differs from upstream."""
@@ -132,7 +135,7 @@ def from_arguments(
     seeds: list[str],
     *,
     collect_records: bool = False,
-    record_links: bool = False,
+    records_without_links: bool = False,
 ) -> CrawlOptions:
     """The options a seeding chose, under a new crawl id or the one ``--crawl-id`` names."""
     domains = [domain.lower().strip(".") for domain in arguments.allow_domain]
@@ -147,7 +150,8 @@ def from_arguments(
         max_rate=arguments.max_rate,
         user_agent=arguments.user_agent,
         collect_records=collect_records,
-        record_links=record_links,
+        batched_records=collect_records,
+        records_without_links=records_without_links,
         crawl_id=getattr(arguments, "crawl_id", None) or uuid.uuid4().hex,
     )
     return options

@@ -50,7 +50,7 @@ class Message:
     def __init__(self) -> None:
         self.message_id = "message-1"
         self.options: dict[str, Any] = {}
-        self.kwargs = {"options": {"crawl_id": "crawl-1"}}
+        self.kwargs: dict[str, Any] = {"options": {"crawl_id": "crawl-1"}}
 
 
 def ended(pool: Restarting, patience: float) -> dict[str, int]:
@@ -90,3 +90,29 @@ def test_a_failure_whose_count_fails_once_is_counted_once_all_the_same() -> None
     assert figures is not None
     assert figures["failed"] == 1  # the ended mark left before the failed count is not asked again
     assert figures["outstanding"] == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "batched", "has_links"),
+    [
+        # A seeder of this release, without and with --output.
+        ({"batched_records": True, "records_without_links": True}, True, False),
+        ({"batched_records": True}, True, True),
+        # A seeder from before both options: one record a message, links and all.
+        ({}, False, True),
+    ],
+)
+def test_a_record_goes_to_the_seeder_as_the_seeder_asked(
+    options: dict[str, bool], batched: bool, has_links: bool
+) -> None:
+    message, published = Message(), []
+    message.kwargs = {"options": {"crawl_id": "crawl-1", "collect_records": True, **options}}
+    record = {"url": URL, "outcome": "crawled", "links": ["http://127.0.0.1:1/a"], "sent": []}
+    pool = Restarting("get", failures=0)
+    claims.claim(pool.store, URL, message.message_id, "crawl-1", LIFETIMES)
+
+    settle(pool, LIFETIMES, lambda *sent: published.append(sent))(record, message)
+
+    [(crawl_id, sent_record, sent_batched)] = published
+    assert crawl_id == "crawl-1" and sent_batched is batched
+    assert ("links" in sent_record) is has_links and sent_record["url"] == URL

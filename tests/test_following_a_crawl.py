@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import closing
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,7 +204,9 @@ def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
     try:
         first = threading.Thread(target=batches, args=(crawl_id, {"n": 0}))
         first.start()
-        wait_until(lambda: len(sent_bodies) == 0 and batches._sending.locked(), timeout=10)
+        # The first record is on its way alone (taken from the waiting ones) before
+        # the others come.
+        wait_until(lambda: batches._sending.locked() and not batches._waiting, timeout=10)
         others = [threading.Thread(target=batches, args=(crawl_id, {"n": n})) for n in range(1, 8)]
         for thread in others:
             thread.start()
@@ -219,7 +222,11 @@ def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
     assert sorted(record["n"] for record in records) == list(range(8))
 
 
-def test_a_batch_the_broker_refuses_raises_in_every_thread_whose_record_it_held(
+class Interrupted(BaseException):
+    """As Dramatiq's time limit interrupts a thread: not an ``Exception``."""
+
+
+def test_a_batch_not_sent_raises_in_each_thread_whose_record_it_held_as_a_plain_error(
     redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name, value in redis_env.items():
@@ -228,26 +235,26 @@ def test_a_batch_the_broker_refuses_raises_in_every_thread_whose_record_it_held(
     batches = record_queue.Batches(broker)
     calls = []
 
-    def refused(broker: object, crawl_id: str, body: bytes) -> None:
+    def interrupted(broker: object, crawl_id: str, body: bytes) -> None:
         calls.append(body)
         if len(calls) == 1:
             wait_until(lambda: len(batches._waiting.get(crawl_id, ())) == 3, timeout=10)
             return
-        raise ConnectionError("the broker is down")
+        raise Interrupted  # the second sender's time limit strikes mid-send
 
-    monkeypatch.setattr(record_queue, "_send", refused)
-    errors: list[BaseException | None] = []
+    monkeypatch.setattr(record_queue, "_send", interrupted)
+    raised: list[BaseException | None] = []
 
     def publish(n: int) -> None:
         try:
             batches(crawl_id, {"n": n})
-            errors.append(None)
-        except ConnectionError as e:
-            errors.append(e)
+            raised.append(None)
+        except BaseException as e:
+            raised.append(e)
 
     first = threading.Thread(target=publish, args=(0,))
     first.start()
-    wait_until(lambda: batches._sending.locked(), timeout=10)
+    wait_until(lambda: batches._sending.locked() and not batches._waiting, timeout=10)
     others = [threading.Thread(target=publish, args=(n,)) for n in (1, 2, 3)]
     for thread in others:
         thread.start()
@@ -255,6 +262,36 @@ def test_a_batch_the_broker_refuses_raises_in_every_thread_whose_record_it_held(
         thread.join(timeout=20)
     broker.close()
 
-    assert len(calls) == 2
-    assert errors.count(None) == 1 and len(errors) == 4  # the first went out; three refused
+    assert len(calls) == 2 and len(raised) == 4
+    assert raised.count(None) == 1  # the first record went out alone
+    # The sender's own interruption is its alone; the two records it carried fail
+    # as an Exception, which the bookkeeping turns into a message sent back.
+    assert sum(isinstance(e, Interrupted) for e in raised) == 1
+    not_sent = [e for e in raised if isinstance(e, record_queue.RecordNotSent)]
+    assert len(not_sent) == 2 and all(isinstance(e.__cause__, Interrupted) for e in not_sent)
     assert not batches._waiting
+
+
+def test_a_record_whose_batch_was_lost_by_an_interrupted_sender_is_not_sent_and_says_so(
+    redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in redis_env.items():
+        monkeypatch.setenv(name, value)
+    broker, crawl_id = make_broker(), uuid.uuid4().hex
+    batches = record_queue.Batches(broker)
+    sent = []
+    monkeypatch.setattr(record_queue, "_send", lambda *arguments: sent.append(arguments))
+    # As if a sender had taken this crawl's waiting records and been interrupted
+    # before it could mark them: the record is no longer waiting, and not sent.
+
+    class Forgetful(dict[str, list[record_queue._Pending]]):
+        def setdefault(self, key: str, default: Any = None) -> list[record_queue._Pending]:
+            return []
+
+    batches._waiting = Forgetful()
+
+    with pytest.raises(record_queue.RecordNotSent):
+        batches(crawl_id, {"n": 0})
+    broker.close()
+
+    assert sent == []

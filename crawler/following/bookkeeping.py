@@ -32,7 +32,9 @@ from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
 
-Publish = Callable[[str, Record], None]
+#: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
+#: seeder reads batches (:class:`crawler.following.record_queue.Batches`).
+Publish = Callable[[str, Record, bool], None]
 #: Called with each record and its message, before the bookkeeping.
 OnRecord = Callable[[Record, Any], None]
 #: Called with the message, what could not be sent, and the broker's error.
@@ -131,10 +133,10 @@ def settle(
         metrics.page_ended(outcome, links=len(record.get("links") or ()))
         if publish and options.collect_records and outcome not in NOT_FINAL:
             assert options.crawl_id is not None
-            if not options.record_links:  # the seeder counts it, writes no --output
+            if options.records_without_links:  # the seeder counts it, writes no --output
                 record = {key: value for key, value in record.items() if key != "links"}
             try:
-                publish(options.crawl_id, record)
+                publish(options.crawl_id, record, options.batched_records)
             except Exception as e:  # whatever kept the record from the broker
                 if on_unsent is None:
                     raise

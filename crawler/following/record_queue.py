@@ -58,6 +58,10 @@ def publish(broker: dramatiq.Broker, crawl_id: str, record: Record) -> None:
     _send(broker, crawl_id, json.dumps(record, ensure_ascii=False).encode())
 
 
+class RecordNotSent(Exception):
+    """A record that another thread's batch was to carry, and did not."""
+
+
 class _Pending:
     def __init__(self, body: bytes) -> None:
         self.body = body
@@ -68,14 +72,19 @@ class _Pending:
 class Batches:
     """:func:`publish` for many worker threads at once: records that end together go
     to the seeder as one message (a JSON list), which costs the worker, the broker
-    and the seeder about what one record does.
+    and the seeder about what one record does.  Only for a seeder that asked for
+    batches (``batched``: its crawl's ``batched_records`` option); an older one gets
+    one record a message.
 
     A group commit, with no thread or timer of its own: a thread with a record
     appends it, then takes the send lock; if the thread that held the lock sent its
     record already, it returns; else it sends every record waiting for that crawl.
-    Each call returns once its own record is on the broker, or raises the error that
-    kept its batch off it, so each message's bookkeeping goes on as with
-    :func:`publish` (a record not sent sends its message back).
+    Each call returns once its own record is on the broker, or raises: the sender
+    its own error, the others a :class:`RecordNotSent` made of it (so that one
+    thread's time limit is not another's), and a thread whose record was taken by a
+    sender interrupted before it could say so, a :class:`RecordNotSent` too.  Each
+    message's bookkeeping then goes on as with :func:`publish` (a record not sent
+    sends its message back).
     """
 
     def __init__(self, broker: dramatiq.Broker) -> None:
@@ -84,26 +93,37 @@ class Batches:
         self._waiting_lock = threading.Lock()
         self._sending = threading.Lock()
 
-    def __call__(self, crawl_id: str, record: Record) -> None:
+    def __call__(self, crawl_id: str, record: Record, batched: bool = True) -> None:
+        if not batched:
+            publish(self.broker, crawl_id, record)
+            return
         pending = _Pending(json.dumps(record, ensure_ascii=False).encode())
         with self._waiting_lock:
             self._waiting.setdefault(crawl_id, []).append(pending)
         with self._sending:
             if not pending.sent:
-                with self._waiting_lock:
-                    batch = self._waiting.pop(crawl_id)
-                try:
-                    bodies = [each.body for each in batch]
-                    _send(self.broker, crawl_id, b"[" + b",".join(bodies) + b"]")
-                except BaseException as e:
-                    for each in batch:
-                        each.error = e
-                    raise
-                finally:
-                    for each in batch:
-                        each.sent = True
+                self._send_waiting(crawl_id, pending)
         if pending.error is not None:
-            raise pending.error
+            raise RecordNotSent(f"its batch was not sent: {pending.error!r}") from pending.error
+
+    def _send_waiting(self, crawl_id: str, pending: _Pending) -> None:
+        """Send every record waiting for ``crawl_id``, ``pending``'s among them."""
+        batch: list[_Pending] = []
+        try:
+            with self._waiting_lock:
+                if not any(each is pending for each in self._waiting.get(crawl_id, ())):
+                    raise RecordNotSent("the thread sending its batch was interrupted")
+                batch = self._waiting.pop(crawl_id)
+            bodies = [each.body for each in batch]
+            _send(self.broker, crawl_id, b"[" + b",".join(bodies) + b"]")
+        except BaseException as e:
+            for each in batch:
+                if each is not pending:
+                    each.error = e
+            raise
+        finally:
+            for each in batch:
+                each.sent = True
 
 
 def _send(broker: dramatiq.Broker, crawl_id: str, body: bytes) -> None:
@@ -154,9 +174,10 @@ class Reader:
 
     def read(self, timeout: float) -> Generator[Record, None, None]:
         """Records for up to ``timeout`` seconds, or fewer once none is waiting.  The
-        caller may stop early once it needs no more: on RabbitMQ what it read is
-        acknowledged and the rest goes back to the queue; on Redis the rest of the
-        batch already taken is dropped.
+        caller may stop early once it needs no more: on RabbitMQ the messages it read
+        are acknowledged and the rest goes back to the queue (a message of several
+        records read in part too); on Redis the rest of the batch already taken is
+        dropped.
 
         Fetched and acknowledged in batches: one round trip per batch, not per record;
         once none is left, the next ones are left to gather for a moment.
@@ -190,8 +211,12 @@ class Reader:
             ):
                 if method is None:
                     break
+                records = _records(body)
+                yield from records[:-1]
+                # Acknowledged once its last record is read: a message read in part
+                # comes back (the seeder skips the records it saw).
                 unacknowledged = method.delivery_tag
-                yield from _records(body)
+                yield from records[-1:]
                 if unacknowledged % BATCH == 0:
                     channel.basic_ack(unacknowledged, multiple=True)
                     unacknowledged = None
