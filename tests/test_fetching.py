@@ -46,3 +46,24 @@ def test_fetch_sends_headers_credentials_and_cookies_like_session_get(
     assert third["Authorization"] == "Basic dXNlcjpwdw=="
     assert second["Cookie"] == "visit=1"
     assert session.cookies.get("visit") == "1"
+
+
+def test_a_session_fetches_from_more_hosts_than_its_pool_manager_keeps_and_back_again() -> None:
+    # requests' pool manager keeps 10 hosts' pools open and closes the oldest: the
+    # adapter's own lookup must not hand back a closed one.
+    sites = [SiteServer().start() for _ in range(12)]
+    try:
+        session = new_session()
+        for site in [*sites, *sites[:3]]:
+            site.pages["/"] = Page(b"<html>hi</html>", content_type="text/html; charset=latin-1")
+            response = fetch(session, site.url("/"), Limits(), "test-agent/1", via_public=False)
+            with response:
+                assert read_body(response, Limits()) == b"<html>hi</html>"
+            assert response.response.status_code == 200 and response.response.reason == "OK"
+            assert response.response.url == site.url("/")
+            assert response.response.encoding == "latin-1"
+            assert response.response.headers["content-type"].startswith("text/html")
+    finally:
+        for site in sites:
+            site.stop()
+    assert len(sites[0].fetch_counts()) == 1 and sites[0].fetch_counts()["/"] == 2

@@ -5,13 +5,19 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
+from requests.adapters import HTTPAdapter
 from requests.cookies import get_cookie_header
-from requests.utils import requote_uri
+from requests.models import PreparedRequest
+from requests.structures import CaseInsensitiveDict
+from requests.utils import get_encoding_from_headers, requote_uri
+from urllib3.connectionpool import ConnectionPool
 
 from crawler import metrics
 from crawler.environment import Limits
@@ -206,9 +212,62 @@ def _proxies_or_netrc() -> bool:
     return any(os.path.exists(os.path.expanduser(f"~/{n}")) for n in (".netrc", "_netrc"))
 
 
+class CrawlerAdapter(HTTPAdapter):
+    """requests' adapter, minus work it repeats on every request of a crawl: a
+    host's connection pool is looked up once while the pool manager keeps it open
+    (not through the proxy and pool-key logic each time), and a response that sets
+    no cookie skips the cookie jar's header parsing.  With proxies, or cookies to
+    take, requests' own code runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pools: dict[tuple[str, object, object], ConnectionPool] = {}
+
+    def get_connection_with_tls_context(
+        self,
+        request: PreparedRequest,
+        verify: Any,
+        proxies: Mapping[str, str] | None = None,
+        cert: Any = None,
+    ) -> ConnectionPool:
+        if proxies:
+            return super().get_connection_with_tls_context(request, verify, proxies, cert)
+        scheme, netloc = urlsplit(str(request.url))[:2]
+        key = (f"{scheme}://{netloc}", verify, cert)
+        known = self._pools.get(key)
+        if known is not None and getattr(known, "pool", None) is not None:  # closed: evicted
+            return known
+        pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
+        if len(self._pools) >= POOLS_KEPT:
+            self._pools.clear()
+        self._pools[key] = pool
+        return pool
+
+    def build_response(self, req: PreparedRequest, resp: Any) -> requests.Response:
+        if "set-cookie" in resp.headers or "set-cookie2" in resp.headers:
+            return super().build_response(req, resp)
+        response = requests.Response()
+        response.status_code = resp.status
+        response.headers = CaseInsensitiveDict(resp.headers)
+        response.encoding = get_encoding_from_headers(response.headers)
+        response.raw = resp
+        response.reason = resp.reason
+        response.url = req.url.decode() if isinstance(req.url, bytes) else str(req.url)
+        response.request = req
+        response.connection = self
+        return response
+
+
+#: Connection pools an adapter remembers (the pool manager keeps 10 hosts' open).
+POOLS_KEPT = 1024
+
+
 def new_session() -> requests.Session:
     """A session for one worker thread's fetches."""
     session = requests.Session()
+    adapter = CrawlerAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
     # With trust_env requests reads the environment again for every request; read it
     # once here instead, unless a proxy or netrc file is there to honour.
     session.trust_env = _proxies_or_netrc()
