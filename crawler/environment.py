@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 #: Where RabbitMQ listens unless ``RABBITMQ_URL`` says otherwise.
@@ -206,6 +207,19 @@ def number(name: str, default: float) -> float:
     if parsed <= 0:
         raise ValueError(f"{name} must be a positive number, not {value!r}")
     return parsed
+
+
+def warc_directory() -> Path | None:
+    """``CRAWLER_WARC_DIR``: where this worker writes the WARC files of every ``--warc``
+    crawl, in place of the directory the crawl names."""
+    value = os.getenv("CRAWLER_WARC_DIR")
+    return Path(value) if value else None
+
+
+def warc_max_bytes() -> int:
+    """``CRAWLER_WARC_MAX_BYTES``: the size past which a WARC file is closed and the next
+    one begun (1 GB, as Heritrix and wget's ``--warc-max-size`` often use)."""
+    return int(number("CRAWLER_WARC_MAX_BYTES", 1_000_000_000))
 
 
 def broker_address() -> str:

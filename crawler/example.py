@@ -22,6 +22,7 @@ from dramatiq.rate_limits import RateLimiterBackend
 from dramatiq.rate_limits.backends import MemcachedBackend
 
 from crawler import local_mode, options
+from crawler.archiving import warc
 from crawler.brokers import BROKER_ERRORS, SendBack, make_broker
 from crawler.environment import (
     broker_address,
@@ -32,6 +33,8 @@ from crawler.environment import (
     memcached_behaviors,
     memcached_servers,
     uses_redis,
+    warc_directory,
+    warc_max_bytes,
 )
 from crawler.errors import PermanentError
 from crawler.failures import reports_failures
@@ -59,6 +62,7 @@ anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()
 lifetimes = lifetimes_from_environment()
+warc_files = warc.WarcFiles(max_bytes=warc_max_bytes())  # --warc: this process's files
 
 send_back = SendBack()
 broker = make_broker(send_back)
@@ -135,13 +139,29 @@ def crawl(
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
+    stored: warc.Stored | None = None
     with fetch(session, url, limits, crawl_options.user_agent, via_public=via_public) as fetched:
         response = fetched.response
-        if not is_html(response):
+        html = is_html(response)
+        body = read_body(fetched, limits) if html or crawl_options.warc else b""
+        if crawl_options.warc is not None:  # --warc: every response kept, HTML or not
+            with memcache_pool.reserve() as client:
+                stored = warc.archive(
+                    warc_files,
+                    client,
+                    warc_directory() or Path(crawl_options.warc),
+                    str(crawl_options.crawl_id),
+                    warc.describe(options or {}),
+                    response,
+                    body,
+                    fetched.address,
+                    ttl=lifetimes.grace,
+                )
+        if not html:
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
             anchors = []
-            body, content_type = read_body(fetched, limits), response.headers.get("Content-Type")
+            content_type = response.headers.get("Content-Type")
             for anchor in find_anchors(body, response.url, crawl_options, content_type):
                 if anchor.startswith("http://") or anchor.startswith("https://"):
                     anchors.append(anchor)
@@ -165,7 +185,7 @@ def crawl(
         )
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
-    return records.page_record(url, response, anchors, depth, sent, dropped_links)
+    return records.page_record(url, response, anchors, depth, sent, dropped_links, stored)
 
 
 def main(args: list[str]) -> int:

@@ -8,11 +8,14 @@ can share the same workers.
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import math
+import os
 import re
 import uuid
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,6 +43,8 @@ class CrawlOptions:
       obey_robots(bool): Honour each host's robots.txt, and its Crawl-delay.
       max_rate(float): Requests per second per host at most, across all workers.
       user_agent(str): The User-Agent header sent with each request.
+      warc(str): The directory where every response is kept in WARC files; a
+        worker's ``CRAWLER_WARC_DIR`` takes its place.
       collect_records(bool): Workers send a record of each URL to the waiting seeder.
       batched_records(bool): The seeder reads records sent together as one message.
       records_without_links(bool): Those records leave out the page's links (the
@@ -55,6 +60,7 @@ class CrawlOptions:
     obey_robots: bool = False
     max_rate: float | None = None
     user_agent: str = DEFAULT_USER_AGENT
+    warc: str | None = None
     collect_records: bool = False
     batched_records: bool = False
     records_without_links: bool = False
@@ -128,6 +134,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--user-agent", type=user_agent, default=DEFAULT_USER_AGENT, help="the User-Agent header"
     )
+    group.add_argument(
+        "--warc",
+        type=warc_directory,
+        metavar="DIR",
+        help="keep every response in WARC files in DIR (workers: or their CRAWLER_WARC_DIR)",
+    )
 
 
 def from_arguments(
@@ -149,6 +161,7 @@ def from_arguments(
         obey_robots=arguments.obey_robots,
         max_rate=arguments.max_rate,
         user_agent=arguments.user_agent,
+        warc=arguments.warc,
         collect_records=collect_records,
         batched_records=collect_records,
         records_without_links=records_without_links,
@@ -203,6 +216,21 @@ def domain_name(value: str) -> str:
     except ValueError as e:  # UnicodeError included
         raise argparse.ArgumentTypeError(f"{value!r} is not a domain name") from e
     return domain
+
+
+def warc_directory(value: str) -> str:
+    """An ``argparse`` type: a directory to write WARC files in, made if missing, as an
+    absolute path (workers on this machine write there)."""
+    directory = Path(value).expanduser().absolute()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "permission denied")
+    except OSError as e:
+        raise argparse.ArgumentTypeError(
+            f"cannot write WARC files in {value!r}: {e.strerror or e}"
+        ) from e
+    return str(directory)
 
 
 def user_agent(value: str) -> str:

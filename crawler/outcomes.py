@@ -10,6 +10,9 @@ from collections.abc import Mapping
 
 #: Fetched: an HTML page (its links followed), or a body of another type.
 CRAWLED, NOT_HTML = "crawled", "not-html"
+#: Fetched, with ``--warc``: a payload the crawl had stored before (its links followed
+#: if HTML); the WARC files hold a ``revisit`` record for it.
+DUPLICATE_CONTENT = "duplicate-content"
 #: Given up for good: its message is dead-lettered.
 FAILED = "failed"
 #: Skipped without a fetch: claimed by another message, over ``--max-pages``, or
@@ -21,17 +24,19 @@ CANCELLED = "cancelled"
 RETRYING, DEFERRED = "retrying", "deferred"
 
 #: The outcomes that end a message, each counted once per message.
-ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE, OVER_BUDGET, DISALLOWED, CANCELLED, FAILED)
+ENDINGS = (
+    CRAWLED, NOT_HTML, DUPLICATE_CONTENT, DUPLICATE, OVER_BUDGET, DISALLOWED, CANCELLED, FAILED,
+)  # fmt: skip
 #: Outcomes of an attempt that leave its message to come again.
 NOT_FINAL = (RETRYING, DEFERRED)
 #: Outcomes that go into an output file: the URLs a crawl fetched or gave up.
-WRITTEN = (CRAWLED, NOT_HTML, FAILED)
+WRITTEN = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, FAILED)
 #: Outcomes after which the URL's claim is finished: its own message ended it.
-OWN_ENDINGS = (CRAWLED, NOT_HTML, OVER_BUDGET, DISALLOWED)
+OWN_ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, OVER_BUDGET, DISALLOWED)
 
 
 def fetched(counts: Mapping[str, int]) -> int:
-    return counts.get(CRAWLED, 0) + counts.get(NOT_HTML, 0)
+    return counts.get(CRAWLED, 0) + counts.get(NOT_HTML, 0) + counts.get(DUPLICATE_CONTENT, 0)
 
 
 def summary(
@@ -52,6 +57,8 @@ def summary(
         f"{counts.get(NOT_HTML, 0)} skipped as not HTML",
         f"{counts.get(DUPLICATE, 0)} skipped as duplicates",
     ]
+    if counts.get(DUPLICATE_CONTENT, 0):
+        parts.append(f"{counts[DUPLICATE_CONTENT]} with content stored before")
     if every_part or counts.get(DISALLOWED, 0):
         parts.append(f"{counts.get(DISALLOWED, 0)} disallowed by robots.txt")
     if every_part or counts.get(OVER_BUDGET, 0):

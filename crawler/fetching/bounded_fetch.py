@@ -55,11 +55,13 @@ class Fetched:
       deadline(float): The ``time.monotonic()`` by which the whole fetch must end.
       public(bool): Whether the page, a hop on the way, or the page that linked to
         it was on a public address (links found on it may then not lead inside).
+      address(str): The IP address the response came from, when known.
     """
 
     response: requests.Response
     deadline: float
     public: bool
+    address: str | None = None
 
     def __enter__(self) -> Fetched:
         return self
@@ -113,7 +115,16 @@ def fetch(
     if length.isdigit() and int(length) > limits.max_body_bytes:
         response.close()
         raise PermanentError(f"the body of {length} bytes is over {limits.max_body_bytes}")
-    return Fetched(response, deadline, public)
+    return Fetched(response, deadline, public, _peer_address(response))
+
+
+def _peer_address(response: requests.Response) -> str | None:
+    """The address of the server that sent ``response``, its body not read yet."""
+    try:
+        connection: Any = response.raw._connection
+        return str(connection.sock.getpeername()[0])
+    except (AttributeError, OSError, IndexError):  # a proxy, a connection gone, a test's fake
+        return None
 
 
 def _get(

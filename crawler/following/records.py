@@ -19,7 +19,8 @@ import dramatiq
 import requests
 from dramatiq.middleware import Middleware
 
-from crawler.outcomes import CRAWLED, FAILED, NOT_HTML, RETRYING
+from crawler.archiving.warc import Stored
+from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, FAILED, NOT_HTML, RETRYING
 
 Record = dict[str, Any]
 
@@ -31,13 +32,18 @@ def page_record(
     depth: int,
     sent: list[str],
     dropped_links: int = 0,
+    stored: Stored | None = None,
 ) -> Record:
     """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML,
-    ``sent`` the ids of the messages it sent for the new URLs among them, and
-    ``dropped_links`` how many of its links were malformed (named only when some were)."""
+    ``sent`` the ids of the messages it sent for the new URLs among them,
+    ``dropped_links`` how many of its links were malformed (named only when some were),
+    and ``stored`` where ``--warc`` put its response."""
+    outcome = CRAWLED if links is not None else NOT_HTML
+    if stored is not None and stored.revisit:
+        outcome = DUPLICATE_CONTENT
     record = {
         "url": url,
-        "outcome": CRAWLED if links is not None else NOT_HTML,
+        "outcome": outcome,
         "status": response.status_code,
         "content_type": response.headers.get("content-type"),
         "links": links if links is not None else [],
@@ -46,6 +52,10 @@ def page_record(
     }
     if dropped_links:
         record["dropped_links"] = dropped_links
+    if stored is not None:
+        record["warc_file"] = stored.file
+        record["warc_offset"] = stored.offset
+        record["payload_digest"] = stored.payload_digest
     return record
 
 

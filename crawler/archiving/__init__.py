@@ -1,0 +1,1 @@
+"""Keeping what a crawl fetched: WARC files (:mod:`crawler.archiving.warc`)."""

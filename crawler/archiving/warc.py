@@ -1,0 +1,260 @@
+"""WARC files (ISO 28500, WARC/1.1): every response a crawl fetched, kept as the web's
+archives keep them, written with warcio (Webrecorder's library).
+
+Each worker process writes its own files, one set per crawl, named so that no two
+hosts, processes or restarts ever pick the same name:
+``<crawl id>-<UTC start>-<host>-<pid>-<sequence>.warc.gz``, opened with ``O_EXCL``.  A
+``warcinfo`` record opens each file; a file past ``CRAWLER_WARC_MAX_BYTES`` is closed and
+the next one begun.  Each page's records (its ``response`` or ``revisit``, then its
+``request``) are compressed as one gzip member each and appended with one ``write``
+call, before its message is acknowledged: a worker killed mid-page leaves at most that
+page's records cut short at the very end of its file, and its message comes back to be
+fetched and written again.
+
+The stored payload is the body as the crawler read it: decoded from its
+``Content-Encoding`` (gzip, brotli...), which the stored headers then no longer name,
+with a ``Content-Length`` of the stored bytes and no ``Transfer-Encoding`` (the original
+values are kept as ``X-Crawler-Original-*`` headers).  Readers and replay tools then get
+the page's bytes without undoing an encoding, and ``WARC-Payload-Digest`` is the
+digest of those bytes, the same for the same page whatever the server's compression.
+
+Within a crawl, a response whose payload digest was stored before (by any worker: the
+digests live in the dedup store) is written as a ``revisit`` record (profile
+identical-payload-digest) naming the first URI and date, as Heritrix does.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import io
+import os
+import socket
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
+
+from crawler.errors import TransientError
+
+#: Headers that describe the transfer, not the stored bytes: dropped, kept as X-Crawler-Original-*.
+TRANSFER_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
+SOFTWARE = "crawler (Dramatiq's web-crawler example), warcio"
+
+
+@dataclass(frozen=True)
+class Stored:
+    """Where a page's response went: the file, the response record's offset in it, its
+    payload digest, and whether it was a revisit of a payload stored before."""
+
+    file: str
+    offset: int
+    payload_digest: str
+    revisit: bool
+
+
+class _File:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        self.size = 0
+
+    def append(self, data: bytes) -> int:
+        """Append ``data``; return the offset it starts at."""
+        offset = self.size
+        view = memoryview(data)
+        while view:  # one write for a regular file; a short one only when the disk fills
+            written = os.write(self.fd, view)
+            view = view[written:]
+        self.size += len(data)
+        return offset
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class WarcFiles:
+    """One process's WARC files, by crawl and directory; safe to share between threads.
+
+    Parameters:
+      max_bytes(int): Size past which a file is closed and the next one begun.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._files: dict[tuple[Path, str], _File] = {}
+        self._sequence: dict[tuple[Path, str], int] = {}
+        self._started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d%H%M%S")
+
+    def append(
+        self, directory: Path, crawl_id: str, info: Mapping[str, str], records: bytes
+    ) -> tuple[str, int]:
+        """Append a page's records to the crawl's current file in ``directory``; return the
+        file's name and the offset they start at.  Refuses (a TransientError, so the page
+        is tried again, maybe on another worker) a directory it cannot write in."""
+        key = (directory, crawl_id)
+        with self._lock:
+            try:
+                file = self._files.get(key)
+                if file is None or file.size >= self.max_bytes:
+                    if file is not None:
+                        file.close()
+                    file = self._files[key] = self._next_file(directory, crawl_id, info)
+                return file.path.name, file.append(records)
+            except OSError as e:
+                self._files.pop(key, None)
+                raise TransientError(
+                    f"cannot write WARC files in {str(directory)!r}: {e.strerror or e}"
+                ) from e
+
+    def _next_file(self, directory: Path, crawl_id: str, info: Mapping[str, str]) -> _File:
+        key = (directory, crawl_id)
+        host = socket.gethostname().replace("-", "_") or "host"
+        while True:
+            self._sequence[key] = sequence = self._sequence.get(key, -1) + 1
+            name = f"{crawl_id}-{self._started}-{host}-{os.getpid()}-{sequence:05d}.warc.gz"
+            try:
+                file = _File(directory / name)
+            except FileExistsError:
+                continue
+            file.append(warcinfo(name, crawl_id, info))
+            return file
+
+    def close(self) -> None:
+        with self._lock:
+            for file in self._files.values():
+                file.close()
+            self._files.clear()
+
+
+def warcinfo(filename: str, crawl_id: str, info: Mapping[str, str]) -> bytes:
+    """The ``warcinfo`` record that opens a file: the software, the crawl and its options."""
+    output = io.BytesIO()
+    writer = WARCWriter(output, gzip=True, warc_version="WARC/1.1")
+    fields = {"software": SOFTWARE, "format": "WARC File Format 1.1", "crawl-id": crawl_id}
+    fields.update(info)
+    writer.write_record(writer.create_warcinfo_record(filename, fields))
+    return output.getvalue()
+
+
+def archive(
+    files: WarcFiles,
+    client: Any,
+    directory: Path,
+    crawl_id: str,
+    info: Mapping[str, str],
+    response: requests.Response,
+    body: bytes,
+    address: str | None,
+    ttl: int,
+) -> Stored:
+    """Write a page's records to the crawl's WARC files in ``directory``: a ``response``,
+    or a ``revisit`` when the crawl stored the same payload before (the dedup store
+    ``client`` knows, for ``ttl`` seconds).  The digest is remembered only once the
+    response is written, so that a revisit never names a response no file holds."""
+    digest = payload_digest(body)
+    key = f"w:{crawl_id}:{digest.partition(':')[2]}"
+    seen = client.get(key)
+    first_seen = None
+    if seen is not None:
+        uri, _, date = bytes(seen).decode().rpartition(" ")
+        first_seen = (uri, date)
+    records, date = page_records(response, body, address, digest, first_seen)
+    name, offset = files.append(directory, crawl_id, info, records)
+    if first_seen is None:
+        client.add(key, f"{response.url} {date}".encode(), time=ttl)
+    return Stored(name, offset, digest, revisit=first_seen is not None)
+
+
+def payload_digest(body: bytes) -> str:
+    """``sha1:`` and the base32 SHA-1 of the payload, as warcio and Heritrix write it."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode()
+
+
+def page_records(
+    response: requests.Response,
+    body: bytes,
+    address: str | None,
+    digest: str,
+    first_seen: tuple[str, str] | None,
+) -> tuple[bytes, str]:
+    """A page's records as gzip members: its ``response`` (or, when ``first_seen`` names
+    the URI and date of the same payload stored before, a ``revisit``), then its
+    ``request``.  Returns them and their WARC-Date."""
+    output = io.BytesIO()
+    writer = WARCWriter(output, gzip=True, warc_version="WARC/1.1")
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # warcio: naive UTC
+    date = datetime_to_iso_date(now, use_micros=True)
+    headers = _stored_headers(response, len(body))
+    warc_headers = {"WARC-Date": date}
+    if address:
+        warc_headers["WARC-IP-Address"] = address
+    if first_seen is None:
+        record = writer.create_warc_record(
+            response.url,
+            "response",
+            payload=io.BytesIO(body),
+            length=len(body),
+            http_headers=headers,
+            warc_headers_dict=warc_headers,
+        )
+    else:
+        uri, first_date = first_seen
+        record = writer.create_revisit_record(  # profile identical-payload-digest
+            response.url, digest, uri, first_date, http_headers=headers,
+            warc_headers_dict=warc_headers,
+        )  # fmt: skip
+    writer.write_record(record)
+    request = writer.create_warc_record(
+        response.url,
+        "request",
+        payload=io.BytesIO(b""),
+        length=0,
+        http_headers=_request_headers(response),
+        warc_headers_dict={
+            "WARC-Date": date,
+            "WARC-Concurrent-To": record.rec_headers.get_header("WARC-Record-ID"),
+        },
+    )
+    writer.write_record(request)
+    return output.getvalue(), date
+
+
+def _stored_headers(response: requests.Response, length: int) -> StatusAndHeaders:
+    headers: list[tuple[str, str]] = []
+    for name, value in response.raw.headers.items():
+        if name.lower() in TRANSFER_HEADERS:
+            if name.lower() != "content-length":
+                headers.append((f"X-Crawler-Original-{name}", value))
+            continue
+        headers.append((name, value))
+    headers.append(("Content-Length", str(length)))
+    version = {10: "HTTP/1.0", 11: "HTTP/1.1"}.get(response.raw.version, "HTTP/1.1")
+    return StatusAndHeaders(f"{response.status_code} {response.reason}", headers, protocol=version)
+
+
+def _request_headers(response: requests.Response) -> StatusAndHeaders:
+    request = response.request
+    url = urlsplit(str(request.url))
+    target = url.path or "/"
+    if url.query:
+        target += "?" + url.query
+    headers = [("Host", url.netloc.rpartition("@")[2])]
+    headers += [(name, str(value)) for name, value in request.headers.items()]
+    return StatusAndHeaders(
+        f"{request.method} {target}", headers, protocol="HTTP/1.1", is_http_request=True
+    )
+
+
+def describe(options: Mapping[str, Any]) -> dict[str, str]:
+    """The crawl's options as ``warcinfo`` fields."""
+    return {f"crawl-option-{name}": str(value) for name, value in sorted(options.items())}

@@ -1,0 +1,190 @@
+"""``--warc``: every response kept in WARC files, read back by real readers (warcio and a
+replay tool's indexer), on both brokers and ``--local``, through a worker killed mid-crawl."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.site_server import Page, SiteServer, generate_site, html, page_path, send
+from tests.support import FAST_FAILURES, read_records, wait_for_crawl
+from tests.workers import BIN, PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
+
+PAGES = 30
+DATA = bytes(range(256)) * 40  # not HTML: kept all the same
+COMPRESSED = html(extra="<p>" + "sent gzip-compressed " * 200 + "</p>").body
+
+
+def build_site(site: SiteServer) -> dict[str, bytes]:
+    """The test site, and what a reader must find stored for each path: the bytes the
+    page is, decoded (``/gz.html`` travels gzip-compressed)."""
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=3))
+    extra = [site.url(p) for p in ("/data.bin", "/gz.html", "/copy.html")]
+    site.pages[page_path(0)] = html(site.url(page_path(1)), *extra)
+    site.pages["/data.bin"] = Page(DATA, content_type="application/octet-stream")
+    site.pages["/copy.html"] = site.pages[page_path(5)]  # the same payload at another URL
+
+    def compressed(handler: BaseHTTPRequestHandler, nth: int) -> None:
+        send(handler, Page(gzip.compress(COMPRESSED)), Content_Encoding="gzip")
+
+    site.behaviors["/gz.html"] = compressed
+    expected = {path: page.body for path, page in site.pages.items()}
+    expected["/gz.html"] = COMPRESSED
+    return expected
+
+
+def records_by_url(directory: Path) -> dict[str, list[Any]]:
+    """Every record of every file, by target URI: (type, headers, http headers, payload,
+    file, offset); each file read to its end by warcio, which raises on a broken one."""
+    found: dict[str, list[Any]] = defaultdict(list)
+    for path in sorted(directory.glob("*.warc.gz")):
+        with path.open("rb") as stream:
+            iterator = ArchiveIterator(stream)
+            for record in iterator:
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                payload = record.content_stream().read()
+                found[uri].append(
+                    (record.rec_type, record.rec_headers, record.http_headers, payload,
+                     path.name, iterator.get_record_offset())
+                )  # fmt: skip
+    return found
+
+
+def crawl(mode: str, site: SiteServer, warc: Path, output: Path, env: dict[str, str]) -> None:
+    arguments = [site.url(page_path(0)), "--warc", str(warc), "--output", str(output)]
+    if mode == "local":
+        result = seed(env, "--local", *arguments)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return
+    workers = WorkerProcesses(env, processes=2, threads=4)
+    try:
+        waiting = wait_for_crawl(env, *arguments)
+        stdout, stderr = waiting.communicate(timeout=120)
+        assert waiting.returncode == 0, stdout + stderr
+    finally:
+        assert workers.stop() == 0
+
+
+@pytest.fixture
+def mode_env(request: pytest.FixtureRequest) -> Iterator[tuple[str, dict[str, str]]]:
+    if request.param == "local":
+        yield "local", environment(MEMCACHED_SERVERS="127.0.0.1:9")
+    else:
+        broker = request.getfixturevalue(f"{request.param}_env")
+        yield request.param, environment(**broker, **FAST_FAILURES)
+
+
+@pytest.mark.parametrize("mode_env", ["rabbitmq", "redis", "local"], indirect=True)
+def test_every_response_is_stored_byte_equal_and_read_back_by_warcio_and_a_replay_index(
+    mode_env: tuple[str, dict[str, str]], site: SiteServer, tmp_path: Path
+) -> None:
+    mode, env = mode_env
+    expected = build_site(site)
+    warc, output = tmp_path / "warc", tmp_path / "records.jsonl"
+
+    crawl(mode, site, warc, output, env)
+
+    stored = records_by_url(warc)
+    records = {record["url"]: record for record in read_records(output)}
+    assert set(records) == {site.url(path) for path in expected}
+    for path, body in expected.items():
+        url = site.url(path)
+        kinds = sorted(kind for kind, *_ in stored[url])
+        assert kinds in (["request", "response"], ["request", "revisit"]), (path, kinds)
+        kind, headers, http_headers, payload, name, offset = next(
+            entry for entry in stored[url] if entry[0] != "request"
+        )
+        if kind == "response":
+            assert payload == body, path  # byte-equal to the page, decoded
+        assert http_headers.get_statuscode() == "200"
+        assert headers.get_header("WARC-IP-Address") == "127.0.0.1"
+        assert headers.get_header("WARC-Payload-Digest") == records[url]["payload_digest"]
+        assert headers.get_header("WARC-Block-Digest") or kind == "revisit"
+        assert (records[url]["warc_file"], records[url]["warc_offset"]) == (name, offset)
+    # The gzip page is stored decoded, its encoding named as the original's.
+    _, _, gz_headers, *_ = next(e for e in stored[site.url("/gz.html")] if e[0] == "response")
+    assert gz_headers.get_header("Content-Encoding") is None
+    assert gz_headers.get_header("X-Crawler-Original-Content-Encoding") == "gzip"
+    assert gz_headers.get_header("Content-Length") == str(len(COMPRESSED))
+    # One copy of a payload: the second URL to bring it is a revisit naming the first.
+    pair = [site.url(page_path(5)), site.url("/copy.html")]
+    pair_kinds = {url: next(e[0] for e in stored[url] if e[0] != "request") for url in pair}
+    assert sorted(pair_kinds.values()) == ["response", "revisit"]
+    revisit_url = next(url for url, kind in pair_kinds.items() if kind == "revisit")
+    first_url = next(url for url in pair if url != revisit_url)
+    revisit = next(e for e in stored[revisit_url] if e[0] == "revisit")[1]
+    assert revisit.get_header("WARC-Refers-To-Target-URI") == first_url
+    assert revisit.get_header("WARC-Profile").endswith("/revisit/identical-payload-digest")
+    assert records[revisit_url]["outcome"] == "duplicate-content"
+    assert records[site.url("/data.bin")]["outcome"] == "not-html"
+    # Each file opens with its warcinfo, passes warcio's own check, and a replay
+    # tool's indexer (pywb's cdxj-indexer) finds every URL crawled.
+    for file in warc.glob("*.warc.gz"):
+        with file.open("rb") as stream:
+            assert next(iter(ArchiveIterator(stream))).rec_type == "warcinfo"
+    files = [str(file) for file in warc.glob("*.warc.gz")]
+    check = subprocess.run([str(BIN / "warcio"), "check", *files], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    index = subprocess.run(
+        [str(BIN / "cdxj-indexer"), *files], capture_output=True, text=True, check=True
+    )
+    indexed = {json.loads(line.split(" ", 2)[2])["url"] for line in index.stdout.splitlines()}
+    assert indexed == set(records)
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_a_worker_killed_mid_crawl_leaves_readable_files_whose_union_holds_every_page(
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    site.pages.update(generate_site(site.base_url, pages=120, links_per_page=4))
+    site.delay = 0.02
+    every_page = {site.url(page_path(i)) for i in range(120)}
+    warc = tmp_path / "warc"
+
+    doomed = WorkerProcesses(env, processes=2, threads=4)
+    assert seed(env, site.url(page_path(0)), "--warc", str(warc)).returncode == 0
+    doomed.wait_until(lambda: doomed.count("Done crawling") >= 30)
+    doomed.kill()  # kill -9, mid-page for some of its threads
+    assert set(records_by_url(warc)) < every_page | {None}
+
+    fresh = WorkerProcesses(env, processes=2, threads=4)
+    try:
+        fresh.wait_until(
+            lambda: site.fetched([page_path(i) for i in range(120)]) and queued_messages(env) == 0,
+            timeout=90,
+        )
+    finally:
+        assert fresh.stop() == 0
+
+    stored = records_by_url(warc)  # every file read to its end: none is broken
+    assert every_page <= set(stored)
+    for url in every_page:
+        assert any(kind in ("response", "revisit") for kind, *_ in stored[url])
+    assert len(list(warc.glob("*.warc.gz"))) >= 3  # the killed workers' and the fresh ones'
+
+
+def test_a_warc_directory_that_cannot_be_written_is_refused_before_anything_is_sent(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+
+    result = subprocess.run(
+        [sys.executable, "-m", "crawler.example", "--local", "http://127.0.0.1:9/",
+         "--warc", str(blocker / "warc")],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+    assert result.returncode == 2
+    assert "cannot write WARC files in" in result.stderr and "a-file" in result.stderr
