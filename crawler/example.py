@@ -139,24 +139,19 @@ def crawl(
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
-    stored: warc.Stored | None = None
-    with fetch(session, url, limits, crawl_options.user_agent, via_public=via_public) as fetched:
+    keeper = keeper_of(message, crawl_options, options)  # --warc: every response kept
+    with fetch(
+        session,
+        url,
+        limits,
+        crawl_options.user_agent,
+        via_public=via_public,
+        keep_failure=keeper.failure if keeper else None,
+    ) as fetched:
         response = fetched.response
         html = is_html(response)
-        body = read_body(fetched, limits) if html or crawl_options.warc else b""
-        if crawl_options.warc is not None:  # --warc: every response kept, HTML or not
-            with memcache_pool.reserve() as client:
-                stored = warc.archive(
-                    warc_files,
-                    client,
-                    warc_directory() or Path(crawl_options.warc),
-                    str(crawl_options.crawl_id),
-                    warc.describe(options or {}),
-                    response,
-                    body,
-                    fetched.address,
-                    ttl=lifetimes.grace,
-                )
+        body = read_body(fetched, limits) if html or keeper else b""
+        stored = keeper.page(fetched, body) if keeper else None
         if not html:
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
@@ -186,6 +181,25 @@ def crawl(
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
     return records.page_record(url, response, anchors, depth, sent, dropped_links, stored)
+
+
+def keeper_of(
+    message: dramatiq.Message[Any], crawl_options: CrawlOptions, options: dict[str, Any] | None
+) -> warc.Keeper | None:
+    """With ``--warc``, what keeps this message's response in the crawl's WARC files:
+    in the worker's ``CRAWLER_WARC_DIR`` if it has one, else where the crawl says."""
+    if crawl_options.warc is None:
+        return None
+    retries = message.options.get("retries", 0)
+    return warc.Keeper(
+        warc_files,
+        memcache_pool,
+        warc_directory() or Path(crawl_options.warc),
+        str(crawl_options.crawl_id),
+        warc.describe(options or {}),
+        lifetimes.grace,
+        last_attempt=retries >= message.options.get("max_retries", crawl.options["max_retries"]),
+    )
 
 
 def main(args: list[str]) -> int:

@@ -188,3 +188,26 @@ def test_a_warc_directory_that_cannot_be_written_is_refused_before_anything_is_s
 
     assert result.returncode == 2
     assert "cannot write WARC files in" in result.stderr and "a-file" in result.stderr
+
+
+def test_a_url_given_up_keeps_the_response_of_its_last_attempt_only(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    env = environment(MEMCACHED_SERVERS="127.0.0.1:9", **FAST_FAILURES)
+    site.pages[page_path(0)] = html(site.url("/gone.html"), site.url("/down.html"))
+    site.pages["/gone.html"] = Page(b"gone for good", content_type="text/plain", status=404)
+    site.pages["/down.html"] = Page(b"try later", content_type="text/plain", status=503)
+    warc = tmp_path / "warc"
+
+    result = seed(env, "--local", site.url(page_path(0)), "--warc", str(warc))
+
+    assert result.returncode == 1, result.stdout + result.stderr  # two URLs failed
+    assert site.fetch_counts()["/down.html"] == 4  # upstream's max_retries=3
+    stored = records_by_url(warc)
+    for path, status, body in (
+        ("/gone.html", "404", b"gone for good"),
+        ("/down.html", "503", b"try later"),
+    ):
+        [response] = [e for e in stored[site.url(path)] if e[0] == "response"]
+        assert response[2].get_statuscode() == status and response[3] == body
+        assert [e[0] for e in stored[site.url(path)]].count("request") == 1

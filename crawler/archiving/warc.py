@@ -44,6 +44,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from crawler.errors import TransientError
+from crawler.fetching import Fetched
 
 #: Headers that describe the transfer, not the stored bytes: dropped, kept as X-Crawler-Original-*.
 TRANSFER_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
@@ -144,6 +145,49 @@ def warcinfo(filename: str, crawl_id: str, info: Mapping[str, str]) -> bytes:
     fields.update(info)
     writer.write_record(writer.create_warcinfo_record(filename, fields))
     return output.getvalue()
+
+
+class Keeper:
+    """What ``--warc`` keeps of one ``crawl`` message: its page, or its last failure.
+
+    Parameters:
+      files(WarcFiles): This process's files.
+      pool(Any): The dedup store's pool, where the crawl's payload digests live.
+      directory(Path): Where the files go.
+      crawl_id(str): The crawl, named in the files' names and records.
+      info(Mapping): The ``warcinfo`` fields of a new file (the crawl's options).
+      ttl(int): How long the crawl's digests are kept (its grace).
+      last_attempt(bool): Whether a failure now is final (no retry left): only then is
+        a 5xx or 429 response kept; a 4xx always is (it is never retried).
+    """
+
+    def __init__(
+        self,
+        files: WarcFiles,
+        pool: Any,
+        directory: Path,
+        crawl_id: str,
+        info: Mapping[str, str],
+        ttl: int,
+        *,
+        last_attempt: bool,
+    ) -> None:
+        self.files, self.pool, self.directory = files, pool, directory
+        self.crawl_id, self.info, self.ttl = crawl_id, info, ttl
+        self.last_attempt = last_attempt
+
+    def page(self, fetched: Fetched, body: bytes) -> Stored:
+        with self.pool.reserve() as client:
+            return archive(
+                self.files, client, self.directory, self.crawl_id, self.info,
+                fetched.response, body, fetched.address, self.ttl,
+            )  # fmt: skip
+
+    def failure(self, fetched: Fetched, body: bytes) -> None:
+        status = fetched.response.status_code
+        if (status == 429 or status >= 500) and not self.last_attempt:
+            return  # retried: only the failure that gives the URL up is kept
+        self.page(fetched, body)
 
 
 def archive(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -25,6 +26,7 @@ from crawler.errors import PermanentError, TransientError, shown
 from crawler.fetching.network_guard import check_hop
 from crawler.links.canonical import canonical_url
 
+logger = logging.getLogger("example")
 #: Upstream's (connect, read) timeouts, in seconds.
 TIMEOUT = (3.05, 5)
 CHUNK = 64 * 1024
@@ -74,13 +76,20 @@ class Fetched:
 
 
 def fetch(
-    session: requests.Session, url: str, limits: Limits, user_agent: str, *, via_public: bool
+    session: requests.Session,
+    url: str,
+    limits: Limits,
+    user_agent: str,
+    *,
+    via_public: bool,
+    keep_failure: KeepFailure | None = None,
 ) -> Fetched:
     """GET ``url`` for streaming, or raise a :mod:`crawler.errors` error saying why not.
 
     Redirects are followed here, not by requests, so that every hop keeps to the
     deadline and the network guard, and no redirect's body is read.  ``via_public``:
-    the page that linked to ``url`` was public.
+    the page that linked to ``url`` was public; ``keep_failure`` is handed an error
+    response (4xx, 5xx) and its body before the error is raised.
     """
     deadline = time.monotonic() + limits.fetch_deadline
     public = via_public
@@ -100,6 +109,7 @@ def fetch(
     else:
         raise PermanentError(f"TooManyRedirects: more than {MAX_REDIRECTS} redirects")
     if response.status_code == 429 or response.status_code >= 500:
+        _keep(keep_failure, Fetched(response, deadline, public, _peer_address(response)), limits)
         response.close()
         raise TransientError(
             f"HTTP {response.status_code} {response.reason}",
@@ -107,6 +117,7 @@ def fetch(
             status=response.status_code,
         )
     if response.status_code >= 400:
+        _keep(keep_failure, Fetched(response, deadline, public, _peer_address(response)), limits)
         response.close()
         raise PermanentError(
             f"HTTP {response.status_code} {response.reason}", status=response.status_code
@@ -116,6 +127,24 @@ def fetch(
         response.close()
         raise PermanentError(f"the body of {length} bytes is over {limits.max_body_bytes}")
     return Fetched(response, deadline, public, _peer_address(response))
+
+
+#: Given an error response and its body, before the fetch raises its error.
+KeepFailure = Callable[["Fetched", bytes], None]
+
+
+def _keep(keep_failure: KeepFailure | None, fetched: Fetched, limits: Limits) -> None:
+    """Hand an error response and its body to ``keep_failure`` (``--warc``); a body that
+    cannot be read, or a keeper that fails, is logged, and the fetch's error stands."""
+    if keep_failure is None:
+        return
+    try:
+        keep_failure(fetched, read_body(fetched, limits))
+    except Exception as e:
+        logger.warning(
+            "Could not keep the %d response of %r: %s", fetched.response.status_code,
+            fetched.response.url, e,
+        )  # fmt: skip
 
 
 def _peer_address(response: requests.Response) -> str | None:
