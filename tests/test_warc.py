@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from benchmarks.measuring import free_port, serve
+from benchmarks.measuring.python_docs import docs_directory
 from tests.site_server import Page, SiteServer, generate_site, html, page_path, send
 from tests.support import FAST_FAILURES, read_records, wait_for_crawl
 from tests.workers import BIN, PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
@@ -211,3 +213,40 @@ def test_a_url_given_up_keeps_the_response_of_its_last_attempt_only(
         [response] = [e for e in stored[site.url(path)] if e[0] == "response"]
         assert response[2].get_statuscode() == status and response[3] == body
         assert [e[0] for e in stored[site.url(path)]].count("request") == 1
+
+
+def test_the_python_docs_crawled_with_warc_have_one_stored_response_per_record_and_all_index(
+    tmp_path: Path,
+) -> None:
+    # A real site nobody here wrote (the benchmark's); installed with apt-get if missing.
+    directory = docs_directory()
+    assert directory is not None, "python3-doc is not installed and could not be"
+    warc, output = tmp_path / "warc", tmp_path / "records.jsonl"
+    tmp_path.chmod(0o755)
+    port = free_port()
+    env = environment(MEMCACHED_SERVERS="127.0.0.1:9")
+
+    with serve(directory, port, state=tmp_path):
+        result = seed(
+            env, "--local", f"http://127.0.0.1:{port}/index.html", "--follow-relative",
+            "--same-domain", "--warc", str(warc), "--output", str(output),
+        )  # fmt: skip
+
+    assert result.returncode in (0, 1), result.stdout + result.stderr  # 1: its one broken link
+    records = read_records(output)
+    answered = [record for record in records if record.get("status")]
+    assert len(answered) > 500
+    stored = records_by_url(warc)
+    kept = {
+        url: [kind for kind, *_ in entries if kind in ("response", "revisit")]
+        for url, entries in stored.items()
+        if url is not None
+    }
+    assert sorted(kept) == sorted(record["url"] for record in answered)
+    assert all(len(kinds) == 1 for kinds in kept.values())  # one response (or revisit) each
+    files = [str(file) for file in warc.glob("*.warc.gz")]
+    index = subprocess.run(
+        [str(BIN / "cdxj-indexer"), *files], capture_output=True, text=True, check=True
+    )
+    indexed = {json.loads(line.split(" ", 2)[2])["url"] for line in index.stdout.splitlines()}
+    assert indexed == set(kept)
