@@ -137,3 +137,23 @@ def test_docs_smoke_run_fetches_wget_s_pages_of_the_python_docs_on_each_broker_a
     for broker in ("rabbitmq", "redis"):
         assert figures[broker]["html_pages"] == figures["wget"]["pages"]
     assert "/wget" in result.stdout
+
+
+def test_warc_cost_smoke_run_crawls_with_and_without_warc_and_finds_every_page_stored(
+    tmp_path: Path, memcached: object
+) -> None:
+    output = tmp_path / "warc.json"
+
+    result = subprocess.run(
+        [sys.executable, "benchmarks/warc_cost.py", "--site", "generated", "--pages", "150",
+         "--json", str(output)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(output.read_text())
+    for run in ("rabbitmq", "redis", "local"):
+        assert figures[run]["pages"] == figures[f"{run} --warc"]["pages"] == 150
+        assert figures[f"{run} --warc"]["stored_pages"] == 150
+        assert figures[f"{run} --warc"]["warc_bytes_per_page"] > 0
+    assert "every page fetched with --warc stored, every round: yes" in result.stdout

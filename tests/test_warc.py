@@ -250,3 +250,35 @@ def test_the_python_docs_crawled_with_warc_have_one_stored_response_per_record_a
     )
     indexed = {json.loads(line.split(" ", 2)[2])["url"] for line in index.stdout.splitlines()}
     assert indexed == set(kept)
+
+
+def test_a_worker_writes_in_its_own_warc_dir_and_one_it_cannot_write_in_fails_the_page_clearly(
+    site: SiteServer, rabbitmq_env: dict[str, str], tmp_path: Path
+) -> None:
+    site.pages.update(generate_site(site.base_url, pages=10, links_per_page=2))
+    own, named = tmp_path / "worker-warc", tmp_path / "crawl-warc"
+    own.mkdir()
+    env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_WARC_DIR=str(own))
+    workers = WorkerProcesses(env, processes=1, threads=4)
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)), "--warc", str(named))
+        stdout, stderr = waiting.communicate(timeout=60)
+        assert waiting.returncode == 0, stdout + stderr
+    finally:
+        assert workers.stop() == 0
+    assert {site.url(page_path(i)) for i in range(10)} <= set(records_by_url(own))
+    assert list(named.iterdir()) == []  # made by the seeder, left empty: the worker's own won
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_WARC_DIR=str(blocked / "warc"))
+    site.pages["/alone.html"] = html()
+    workers = WorkerProcesses(env, processes=1, threads=2)
+    try:
+        waiting = wait_for_crawl(env, site.url("/alone.html"), "--warc", str(named))
+        stdout, stderr = waiting.communicate(timeout=60)
+    finally:
+        assert workers.stop() == 0
+    assert waiting.returncode == 1  # given up, after its retries: never lost silently
+    assert "cannot write WARC files in" in stdout and "a-file" in stdout
+    assert workers.count("cannot write WARC files in") == 4  # each attempt says why
