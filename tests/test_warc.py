@@ -282,3 +282,26 @@ def test_a_worker_writes_in_its_own_warc_dir_and_one_it_cannot_write_in_fails_th
     assert waiting.returncode == 1  # given up, after its retries: never lost silently
     assert "cannot write WARC files in" in stdout and "a-file" in stdout
     assert workers.count("cannot write WARC files in") == 4  # each attempt says why
+
+
+def test_files_past_the_size_limit_are_closed_and_the_next_ones_each_open_with_warcinfo(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    site.pages.update(generate_site(site.base_url, pages=40, links_per_page=3))
+    warc = tmp_path / "warc"
+    env = environment(MEMCACHED_SERVERS="127.0.0.1:9", CRAWLER_WARC_MAX_BYTES="4000")
+
+    result = seed(env, "--local", site.url(page_path(0)), "--warc", str(warc), "--threads", "1")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = sorted(warc.glob("*.warc.gz"))
+    assert len(files) >= 5
+    # <crawl id>-<UTC start>-<host>-<pid>-<sequence>: one process, sequences 0, 1, 2...
+    names = [file.name.removesuffix(".warc.gz").rsplit("-", 1) for file in files]
+    assert len({prefix for prefix, _ in names}) == 1
+    assert sorted(int(sequence) for _, sequence in names) == list(range(len(files)))
+    for file in files:
+        assert file.stat().st_size < 4000 + 2000  # closed once past the limit: one page over
+        with file.open("rb") as stream:
+            assert next(iter(ArchiveIterator(stream))).rec_type == "warcinfo"
+    assert {site.url(page_path(i)) for i in range(40)} <= set(records_by_url(warc))
