@@ -140,14 +140,8 @@ def crawl(
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
     keeper = keeper_of(message, crawl_options, options)  # --warc: every response kept
-    with fetch(
-        session,
-        url,
-        limits,
-        crawl_options.user_agent,
-        via_public=via_public,
-        keep_failure=keeper.failure if keeper else None,
-    ) as fetched:
+    user_agent = crawl_options.user_agent
+    with fetch(session, url, limits, user_agent, via_public=via_public, keeper=keeper) as fetched:
         response = fetched.response
         html = is_html(response)
         body = read_body(fetched, limits) if html or keeper else b""

@@ -105,7 +105,10 @@ def crawl_with_workers(
     metrics = read_metrics(timeout=10)
     stop(workers)
     assert seeder.returncode in exits, seeded_line + stdout + stderr
-    crawled = metric(metrics, 'crawler_pages_total{outcome="crawled"}')
+    # HTML pages fetched: with --warc, those whose payload was stored before too.
+    crawled = metric(metrics, 'crawler_pages_total{outcome="crawled"}') + metric(
+        metrics, 'crawler_pages_total{outcome="duplicate-content"}'
+    )
     messages = metric(metrics, "crawler_pages_total")
     return {
         "pages": crawled,

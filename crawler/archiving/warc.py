@@ -7,25 +7,27 @@ hosts, processes or restarts ever pick the same name:
 ``warcinfo`` record opens each file; a file past ``CRAWLER_WARC_MAX_BYTES`` is closed and
 the next one begun.  Each page's records (its ``response`` or ``revisit``, then its
 ``request``) are compressed as one gzip member each and appended with one ``write``
-call, before its message is acknowledged: a worker killed mid-page leaves at most that
-page's records cut short at the very end of its file, and its message comes back to be
-fetched and written again.
+call, before its message is acknowledged (a write the disk cut short is cut off
+again): a worker killed mid-page leaves at most that page's records cut short at the
+very end of its file, and its message comes back to be fetched and written again.
 
 The stored payload is the body as the crawler read it: decoded from its
 ``Content-Encoding`` (gzip, brotli...), which the stored headers then no longer name,
-with a ``Content-Length`` of the stored bytes and no ``Transfer-Encoding`` (the original
-values are kept as ``X-Crawler-Original-*`` headers).  Readers and replay tools then get
+with a ``Content-Length`` of the stored bytes and no ``Transfer-Encoding`` (those two
+kept as ``X-Crawler-Original-*`` headers).  Readers and replay tools then get
 the page's bytes without undoing an encoding, and ``WARC-Payload-Digest`` is the
 digest of those bytes, the same for the same page whatever the server's compression.
 
 Within a crawl, a response whose payload digest was stored before (by any worker: the
 digests live in the dedup store) is written as a ``revisit`` record (profile
-identical-payload-digest) naming the first URI and date, as Heritrix does.
+identical-payload-digest) naming the first URI and date, as Heritrix does; not an
+empty body, nor the same URL stored by an earlier try of its own.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import hashlib
 import io
@@ -33,6 +35,7 @@ import os
 import socket
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +50,6 @@ from warcio.warcwriter import WARCWriter
 from crawler.errors import TransientError
 from crawler.fetching import Fetched
 
-#: Headers that describe the transfer, not the stored bytes: dropped, kept as X-Crawler-Original-*.
-TRANSFER_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
 SOFTWARE = "crawler (Dramatiq's web-crawler example), warcio"
 
 
@@ -67,20 +68,36 @@ class _File:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        self.size = 0
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def gone(self) -> bool:
+        """Whether the file was deleted (its directory too, say) while open."""
+        return os.fstat(self.fd).st_nlink == 0
 
     def append(self, data: bytes) -> int:
-        """Append ``data``; return the offset it starts at."""
-        offset = self.size
+        """Append ``data``; return the offset it starts at.  A write that fails half-way
+        (the disk full) is cut off again, so the file ends with a whole record."""
+        offset = self.size()  # the file's own size: right even after an interrupted call
         view = memoryview(data)
-        while view:  # one write for a regular file; a short one only when the disk fills
-            written = os.write(self.fd, view)
-            view = view[written:]
-        self.size += len(data)
+        try:
+            while view:  # one write for a regular file; a short one only when the disk fills
+                written = os.write(self.fd, view)
+                view = view[written:]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, offset)
+            raise
         return offset
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+#: Files a process keeps open at most, over its crawls: the least recently written is
+#: closed past it (a crawl that writes again begins its next file).
+OPEN_FILES = 16
 
 
 class WarcFiles:
@@ -93,7 +110,7 @@ class WarcFiles:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._files: dict[tuple[Path, str], _File] = {}
+        self._files: OrderedDict[tuple[Path, str], _File] = OrderedDict()
         self._sequence: dict[tuple[Path, str], int] = {}
         self._started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d%H%M%S")
 
@@ -105,18 +122,24 @@ class WarcFiles:
         is tried again, maybe on another worker) a directory it cannot write in."""
         key = (directory, crawl_id)
         with self._lock:
+            file = self._files.pop(key, None)
             try:
-                file = self._files.get(key)
-                if file is None or file.size >= self.max_bytes:
-                    if file is not None:
-                        file.close()
-                    file = self._files[key] = self._next_file(directory, crawl_id, info)
-                return file.path.name, file.append(records)
+                if file is not None and (file.size() >= self.max_bytes or file.gone()):
+                    file.close()
+                    file = None
+                if file is None:
+                    file = self._next_file(directory, crawl_id, info)
+                offset = file.append(records)
             except OSError as e:
-                self._files.pop(key, None)
+                if file is not None:
+                    file.close()
                 raise TransientError(
                     f"cannot write WARC files in {str(directory)!r}: {e.strerror or e}"
                 ) from e
+            self._files[key] = file  # the most recently written last
+            while len(self._files) > OPEN_FILES:
+                self._files.popitem(last=False)[1].close()
+            return file.path.name, offset
 
     def _next_file(self, directory: Path, crawl_id: str, info: Mapping[str, str]) -> _File:
         key = (directory, crawl_id)
@@ -128,7 +151,13 @@ class WarcFiles:
                 file = _File(directory / name)
             except FileExistsError:
                 continue
-            file.append(warcinfo(name, crawl_id, info))
+            try:
+                file.append(warcinfo(name, crawl_id, info))
+            except BaseException:
+                file.close()
+                with contextlib.suppress(OSError):
+                    (directory / name).unlink()
+                raise
             return file
 
     def close(self) -> None:
@@ -166,7 +195,8 @@ def warcinfo(filename: str, crawl_id: str, info: Mapping[str, str]) -> bytes:
 
 
 class Keeper:
-    """What ``--warc`` keeps of one ``crawl`` message: its page, or its last failure.
+    """What ``--warc`` keeps of one ``crawl`` message: its page, the redirects on the
+    way, or its last failure (a :class:`crawler.fetching.bounded_fetch.Keeper`).
 
     Parameters:
       files(WarcFiles): This process's files.
@@ -201,10 +231,13 @@ class Keeper:
                 fetched.response, body, fetched.address, self.ttl,
             )  # fmt: skip
 
-    def failure(self, fetched: Fetched, body: bytes) -> None:
-        status = fetched.response.status_code
-        if (status == 429 or status >= 500) and not self.last_attempt:
-            return  # retried: only the failure that gives the URL up is kept
+    def wants(self, response: requests.Response) -> bool:
+        """A redirect or error response ``fetch`` offers: a redirect or a 4xx always
+        (a 4xx is never retried), a 5xx or 429 only when it gives the URL up."""
+        status = response.status_code
+        return not ((status == 429 or status >= 500) and not self.last_attempt)
+
+    def keep(self, fetched: Fetched, body: bytes) -> None:
         self.page(fetched, body)
 
 
@@ -225,14 +258,15 @@ def archive(
     response is written, so that a revisit never names a response no file holds."""
     digest = payload_digest(body)
     key = f"w:{crawl_id}:{digest.partition(':')[2]}"
-    seen = client.get(key)
+    seen = client.get(key) if body else None  # an empty body: a revisit would be larger
     first_seen = None
     if seen is not None:
         uri, _, date = bytes(seen).decode().rpartition(" ")
-        first_seen = (uri, date)
+        # The URL's own earlier try (a retry, a redelivery) stored it: not a duplicate.
+        first_seen = (uri, date) if uri != response.url else None
     records, date = page_records(response, body, address, digest, first_seen)
     name, offset = files.append(directory, crawl_id, info, records)
-    if first_seen is None:
+    if first_seen is None and body:
         client.add(key, f"{response.url} {date}".encode(), time=ttl)
     return Stored(name, offset, digest, revisit=first_seen is not None)
 
@@ -291,13 +325,19 @@ def page_records(
 
 
 def _stored_headers(response: requests.Response, length: int) -> StatusAndHeaders:
+    """The response's headers as stored with its decoded body: ``Content-Encoding``
+    (when urllib3 decoded it: not one it does not know) and ``Transfer-Encoding`` renamed
+    ``X-Crawler-Original-*``, ``Content-Length`` that of the stored bytes."""
+    decoded = getattr(response.raw, "_decoder", None) is not None
     headers: list[tuple[str, str]] = []
     for name, value in response.raw.headers.items():
-        if name.lower() in TRANSFER_HEADERS:
-            if name.lower() != "content-length":
-                headers.append((f"X-Crawler-Original-{name}", value))
-            continue
-        headers.append((name, value))
+        lower = name.lower()
+        if lower == "content-encoding" and not decoded:
+            headers.append((name, value))  # still encoded: stored as it came
+        elif lower in ("content-encoding", "transfer-encoding"):
+            headers.append((f"X-Crawler-Original-{name}", value))
+        elif lower != "content-length":
+            headers.append((name, value))
     headers.append(("Content-Length", str(length)))
     version = {10: "HTTP/1.0", 11: "HTTP/1.1"}.get(response.raw.version, "HTTP/1.1")
     return StatusAndHeaders(f"{response.status_code} {response.reason}", headers, protocol=version)
@@ -309,11 +349,13 @@ def _request_headers(response: requests.Response) -> StatusAndHeaders:
     target = url.path or "/"
     if url.query:
         target += "?" + url.query
-    headers = [("Host", url.netloc.rpartition("@")[2])]
+    host = url.netloc.rpartition("@")[2]
+    if (url.scheme, url.port) in (("http", 80), ("https", 443)):
+        host = host.rpartition(":")[0]  # as http.client sends it: no default port
+    headers = [("Host", host)]
     headers += [(name, str(value)) for name, value in request.headers.items()]
-    return StatusAndHeaders(
-        f"{request.method} {target}", headers, protocol="HTTP/1.1", is_http_request=True
-    )
+    # warcio keeps the request line whole (its protocol argument is for responses).
+    return StatusAndHeaders(f"{request.method} {target} HTTP/1.1", headers, is_http_request=True)
 
 
 def describe(options: Mapping[str, Any]) -> dict[str, str]:

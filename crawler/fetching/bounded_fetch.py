@@ -6,10 +6,10 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -18,7 +18,8 @@ from requests.cookies import get_cookie_header
 from requests.models import PreparedRequest
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers, requote_uri
-from urllib3.connectionpool import ConnectionPool
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import ConnectionPool, HTTPConnectionPool, HTTPSConnectionPool
 
 from crawler import metrics
 from crawler.environment import Limits
@@ -82,14 +83,15 @@ def fetch(
     user_agent: str,
     *,
     via_public: bool,
-    keep_failure: KeepFailure | None = None,
+    keeper: Keeper | None = None,
 ) -> Fetched:
     """GET ``url`` for streaming, or raise a :mod:`crawler.errors` error saying why not.
 
     Redirects are followed here, not by requests, so that every hop keeps to the
-    deadline and the network guard, and no redirect's body is read.  ``via_public``:
-    the page that linked to ``url`` was public; ``keep_failure`` is handed an error
-    response (4xx, 5xx) and its body before the error is raised.
+    deadline and the network guard, and no redirect's body is read (unless ``keeper``
+    wants it).  ``via_public``: the page that linked to ``url`` was public.
+    ``keeper`` (``--warc``) is offered each redirect and error response (4xx, 5xx)
+    before the fetch goes on or raises; the final response is the caller's to keep.
     """
     deadline = time.monotonic() + limits.fetch_deadline
     public = via_public
@@ -98,6 +100,7 @@ def fetch(
         target = session.get_redirect_target(response)
         if target is None:
             break
+        _keep(keeper, Fetched(response, deadline, public, _peer_address(response)), limits)
         response.close()
         try:
             url = requote_uri(urljoin(response.url, target))
@@ -109,7 +112,7 @@ def fetch(
     else:
         raise PermanentError(f"TooManyRedirects: more than {MAX_REDIRECTS} redirects")
     if response.status_code == 429 or response.status_code >= 500:
-        _keep(keep_failure, Fetched(response, deadline, public, _peer_address(response)), limits)
+        _keep(keeper, Fetched(response, deadline, public, _peer_address(response)), limits)
         response.close()
         raise TransientError(
             f"HTTP {response.status_code} {response.reason}",
@@ -117,7 +120,7 @@ def fetch(
             status=response.status_code,
         )
     if response.status_code >= 400:
-        _keep(keep_failure, Fetched(response, deadline, public, _peer_address(response)), limits)
+        _keep(keeper, Fetched(response, deadline, public, _peer_address(response)), limits)
         response.close()
         raise PermanentError(
             f"HTTP {response.status_code} {response.reason}", status=response.status_code
@@ -129,17 +132,23 @@ def fetch(
     return Fetched(response, deadline, public, _peer_address(response))
 
 
-#: Given an error response and its body, before the fetch raises its error.
-KeepFailure = Callable[["Fetched", bytes], None]
+class Keeper(Protocol):
+    """What ``fetch`` offers the responses it does not return (redirects, errors)."""
+
+    def wants(self, response: requests.Response) -> bool:
+        """Whether to read this response's body and keep it."""
+        ...
+
+    def keep(self, fetched: Fetched, body: bytes) -> None: ...
 
 
-def _keep(keep_failure: KeepFailure | None, fetched: Fetched, limits: Limits) -> None:
-    """Hand an error response and its body to ``keep_failure`` (``--warc``); a body that
-    cannot be read, or a keeper that fails, is logged, and the fetch's error stands."""
-    if keep_failure is None:
+def _keep(keeper: Keeper | None, fetched: Fetched, limits: Limits) -> None:
+    """Hand a response the fetch will not return, and its body, to ``keeper``; a body
+    that cannot be read, or a keeper that fails, is logged, and the fetch goes on."""
+    if keeper is None or not keeper.wants(fetched.response):
         return
     try:
-        keep_failure(fetched, read_body(fetched, limits))
+        keeper.keep(fetched, read_body(fetched, limits))
     except Exception as e:
         logger.warning(
             "Could not keep the %d response of %r: %s", fetched.response.status_code,
@@ -149,11 +158,8 @@ def _keep(keep_failure: KeepFailure | None, fetched: Fetched, limits: Limits) ->
 
 def _peer_address(response: requests.Response) -> str | None:
     """The address of the server that sent ``response``, its body not read yet."""
-    try:
-        connection: Any = response.raw._connection
-        return str(connection.sock.getpeername()[0])
-    except (AttributeError, OSError, IndexError):  # a proxy, a connection gone, a test's fake
-        return None
+    connection = getattr(response.raw, "_connection", None)
+    return getattr(connection, "peer_address", None)  # None: through a proxy, say
 
 
 def _get(
@@ -252,6 +258,36 @@ def _proxies_or_netrc() -> bool:
     return any(os.path.exists(os.path.expanduser(f"~/{n}")) for n in (".netrc", "_netrc"))
 
 
+class _PeerKnowing:
+    """A connection that notes the address it connected to, which a response closing
+    the connection (``Connection: close``, HTTP/1.0) would otherwise take with it."""
+
+    peer_address: str | None = None
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        try:
+            self.peer_address = str(self.sock.getpeername()[0])  # type: ignore[attr-defined]
+        except (AttributeError, OSError):
+            self.peer_address = None
+
+
+class _HTTPConnection(_PeerKnowing, HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_PeerKnowing, HTTPSConnection):
+    pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
 class CrawlerAdapter(HTTPAdapter):
     """requests' adapter, minus work it repeats on every request of a crawl: a
     host's connection pool is looked up once while the pool manager keeps it open
@@ -262,6 +298,8 @@ class CrawlerAdapter(HTTPAdapter):
     def __init__(self) -> None:
         super().__init__()
         self._pools: dict[tuple[str, object, object], ConnectionPool] = {}
+        # Connections that know their server's address (WARC-IP-Address).
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
     def get_connection_with_tls_context(
         self,
