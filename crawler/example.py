@@ -190,7 +190,7 @@ def keeper_of(
         memcache_pool,
         warc_directory() or Path(crawl_options.warc),
         str(crawl_options.crawl_id),
-        warc.describe(options or {}),
+        options or {},
         lifetimes.grace,
         last_attempt=retries >= message.options.get("max_retries", crawl.options["max_retries"]),
     )

@@ -115,7 +115,7 @@ class WarcFiles:
         self._started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d%H%M%S")
 
     def append(
-        self, directory: Path, crawl_id: str, info: Mapping[str, str], records: bytes
+        self, directory: Path, crawl_id: str, options: Mapping[str, Any], records: bytes
     ) -> tuple[str, int]:
         """Append a page's records to the crawl's current file in ``directory``; return the
         file's name and the offset they start at.  Refuses (a TransientError, so the page
@@ -128,7 +128,7 @@ class WarcFiles:
                     file.close()
                     file = None
                 if file is None:
-                    file = self._next_file(directory, crawl_id, info)
+                    file = self._next_file(directory, crawl_id, options)
                 offset = file.append(records)
             except OSError as e:
                 if file is not None:
@@ -141,7 +141,7 @@ class WarcFiles:
                 self._files.popitem(last=False)[1].close()
             return file.path.name, offset
 
-    def _next_file(self, directory: Path, crawl_id: str, info: Mapping[str, str]) -> _File:
+    def _next_file(self, directory: Path, crawl_id: str, options: Mapping[str, Any]) -> _File:
         key = (directory, crawl_id)
         host = socket.gethostname().replace("-", "_") or "host"
         while True:
@@ -152,7 +152,7 @@ class WarcFiles:
             except FileExistsError:
                 continue
             try:
-                file.append(warcinfo(name, crawl_id, info))
+                file.append(warcinfo(name, crawl_id, options))
             except BaseException:
                 file.close()
                 with contextlib.suppress(OSError):
@@ -186,11 +186,12 @@ def _writer() -> WARCWriter:
     return WARCWriter(io.BytesIO(), gzip=False, warc_version="WARC/1.1")
 
 
-def warcinfo(filename: str, crawl_id: str, info: Mapping[str, str]) -> bytes:
-    """The ``warcinfo`` record that opens a file: the software, the crawl and its options."""
+def warcinfo(filename: str, crawl_id: str, options: Mapping[str, Any]) -> bytes:
+    """The ``warcinfo`` record that opens a file: the software, the crawl and its options
+    (as the crawl's messages carry them)."""
     writer = _writer()
     fields = {"software": SOFTWARE, "format": "WARC File Format 1.1", "crawl-id": crawl_id}
-    fields.update(info)
+    fields.update((f"crawl-option-{name}", str(value)) for name, value in sorted(options.items()))
     return _gzipped(writer, writer.create_warcinfo_record(filename, fields))
 
 
@@ -203,7 +204,7 @@ class Keeper:
       pool(Any): The dedup store's pool, where the crawl's payload digests live.
       directory(Path): Where the files go.
       crawl_id(str): The crawl, named in the files' names and records.
-      info(Mapping): The ``warcinfo`` fields of a new file (the crawl's options).
+      options(Mapping): The crawl's options, as its messages carry them (for ``warcinfo``).
       ttl(int): How long the crawl's digests are kept (its grace).
       last_attempt(bool): Whether a failure now is final (no retry left): only then is
         a 5xx or 429 response kept; a 4xx always is (it is never retried).
@@ -215,19 +216,19 @@ class Keeper:
         pool: Any,
         directory: Path,
         crawl_id: str,
-        info: Mapping[str, str],
+        options: Mapping[str, Any],
         ttl: int,
         *,
         last_attempt: bool,
     ) -> None:
         self.files, self.pool, self.directory = files, pool, directory
-        self.crawl_id, self.info, self.ttl = crawl_id, info, ttl
+        self.crawl_id, self.options, self.ttl = crawl_id, options, ttl
         self.last_attempt = last_attempt
 
     def page(self, fetched: Fetched, body: bytes) -> Stored:
         with self.pool.reserve() as client:
             return archive(
-                self.files, client, self.directory, self.crawl_id, self.info,
+                self.files, client, self.directory, self.crawl_id, self.options,
                 fetched.response, body, fetched.address, self.ttl,
             )  # fmt: skip
 
@@ -246,7 +247,7 @@ def archive(
     client: Any,
     directory: Path,
     crawl_id: str,
-    info: Mapping[str, str],
+    options: Mapping[str, Any],
     response: requests.Response,
     body: bytes,
     address: str | None,
@@ -265,7 +266,7 @@ def archive(
         # The URL's own earlier try (a retry, a redelivery) stored it: not a duplicate.
         first_seen = (uri, date) if uri != response.url else None
     records, date = page_records(response, body, address, digest, first_seen)
-    name, offset = files.append(directory, crawl_id, info, records)
+    name, offset = files.append(directory, crawl_id, options, records)
     if first_seen is None and body:
         client.add(key, f"{response.url} {date}".encode(), time=ttl)
     return Stored(name, offset, digest, revisit=first_seen is not None)
@@ -356,8 +357,3 @@ def _request_headers(response: requests.Response) -> StatusAndHeaders:
     headers += [(name, str(value)) for name, value in request.headers.items()]
     # warcio keeps the request line whole (its protocol argument is for responses).
     return StatusAndHeaders(f"{request.method} {target} HTTP/1.1", headers, is_http_request=True)
-
-
-def describe(options: Mapping[str, Any]) -> dict[str, str]:
-    """The crawl's options as ``warcinfo`` fields."""
-    return {f"crawl-option-{name}": str(value) for name, value in sorted(options.items())}

@@ -97,10 +97,11 @@ def fetch(
     public = via_public
     for _hop in range(MAX_REDIRECTS + 1):
         response, public = _get(session, url, user_agent, deadline, limits, public)
+        fetched = Fetched(response, deadline, public, _peer_address(response))
         target = session.get_redirect_target(response)
         if target is None:
             break
-        _keep(keeper, Fetched(response, deadline, public, _peer_address(response)), limits)
+        _keep(keeper, fetched, limits)
         response.close()
         try:
             url = requote_uri(urljoin(response.url, target))
@@ -112,7 +113,7 @@ def fetch(
     else:
         raise PermanentError(f"TooManyRedirects: more than {MAX_REDIRECTS} redirects")
     if response.status_code == 429 or response.status_code >= 500:
-        _keep(keeper, Fetched(response, deadline, public, _peer_address(response)), limits)
+        _keep(keeper, fetched, limits)
         response.close()
         raise TransientError(
             f"HTTP {response.status_code} {response.reason}",
@@ -120,7 +121,7 @@ def fetch(
             status=response.status_code,
         )
     if response.status_code >= 400:
-        _keep(keeper, Fetched(response, deadline, public, _peer_address(response)), limits)
+        _keep(keeper, fetched, limits)
         response.close()
         raise PermanentError(
             f"HTTP {response.status_code} {response.reason}", status=response.status_code
@@ -129,7 +130,7 @@ def fetch(
     if length.isdigit() and int(length) > limits.max_body_bytes:
         response.close()
         raise PermanentError(f"the body of {length} bytes is over {limits.max_body_bytes}")
-    return Fetched(response, deadline, public, _peer_address(response))
+    return fetched
 
 
 class Keeper(Protocol):
