@@ -95,13 +95,15 @@ def table(results: dict[str, Any]) -> str:
             f"{name:16} {figures['pages']:6.0f} {figures['pages_per_s']:8.0f}"
             f" {figures['pages_per_s'] / plain:8.2f} {'' if size is None else round(size):>12}"
         )
-    stored = all(
-        outcome.get("every_page_stored", True)
-        for figures in results.values()
-        for outcome in figures["rounds"]
-    )
-    lines.append(f"every page fetched with --warc stored, every round: {'yes' if stored else 'NO'}")
+    stored = "yes" if every_page_stored(results) else "NO"
+    lines.append(f"every page fetched with --warc stored, every round: {stored}")
     return "\n".join(lines)
+
+
+def every_page_stored(results: dict[str, Any]) -> bool:
+    """Whether every round with ``--warc`` stored every page it fetched."""
+    rounds = (outcome for figures in results.values() for outcome in figures["rounds"])
+    return all(outcome.get("every_page_stored", True) for outcome in rounds)
 
 
 def main() -> int:
@@ -135,8 +137,7 @@ def main() -> int:
     print(table(results))
     if arguments.json:
         arguments.json.write_text(json.dumps(results, indent=2))
-    ok = all(o.get("every_page_stored", True) for f in results.values() for o in f["rounds"])
-    return 0 if ok else 1
+    return 0 if every_page_stored(results) else 1
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import redis
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
 from crawler.environment import memcached_behaviors, memcached_servers, rabbitmq_url
-from tests.workers import PROJECT_ROOT
+from tests.workers import PROJECT_ROOT, WorkerProcesses
 
 TEST_REDIS_URL = os.getenv("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
@@ -317,6 +317,25 @@ def wait_for_crawl(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def waited_crawl(
+    env: dict[str, str],
+    *arguments: str,
+    processes: int = 1,
+    threads: int = 4,
+    timeout: float = 60,
+) -> tuple[subprocess.Popen[str], str, str, WorkerProcesses]:
+    """Workers started, a crawl seeded with ``--wait`` and ``arguments`` and waited for,
+    the workers stopped (cleanly, or the test fails): the seeder, its stdout and
+    stderr, and the stopped workers (their log)."""
+    workers = WorkerProcesses(env, processes=processes, threads=threads)
+    try:
+        waiting = wait_for_crawl(env, *arguments)
+        stdout, stderr = waiting.communicate(timeout=timeout)
+    finally:
+        assert workers.stop() == 0
+    return waiting, stdout, stderr, workers
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

@@ -7,25 +7,35 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.workers import PROJECT_ROOT
 
 
+def run_benchmark(
+    script: str, output: Path, *arguments: str, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``python benchmarks/SCRIPT ARGUMENTS --json OUTPUT`` as a user runs it: its run,
+    which must succeed, and the figures it wrote."""
+    result = subprocess.run(
+        [sys.executable, f"benchmarks/{script}", *arguments, "--json", str(output)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert output.exists(), result.stdout  # measured, not skipped (say, for want of the docs)
+    return result, json.loads(output.read_text())
+
+
 def test_benchmark_smoke_run_crawls_the_site_on_each_broker_and_locally(
     tmp_path: Path, memcached: object
 ) -> None:
-    output = tmp_path / "benchmark.json"
-
-    result = subprocess.run(
-        [sys.executable, "benchmarks/run.py", "--pages", "150", "--links", "5", "--quick",
-         "--repeat", "2", "--json", str(output)],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    result, figures = run_benchmark(
+        "run.py", tmp_path / "benchmark.json", "--pages", "150", "--links", "5", "--quick",
+        "--repeat", "2",
     )  # fmt: skip
 
-    assert result.returncode == 0, result.stdout + result.stderr
-    figures = json.loads(output.read_text())
     for run in ("rabbitmq", "redis", "local"):
         assert figures[run]["pages"] == 150
         assert figures[run]["pages_per_s"] > 0
@@ -95,16 +105,10 @@ def test_extractors_smoke_run_finds_the_same_links_with_every_parser(tmp_path: P
 def test_budget_smoke_run_splits_each_broker_s_cpu_per_page_into_parts(
     tmp_path: Path, memcached: object
 ) -> None:
-    output = tmp_path / "budget.json"
+    result, figures = run_benchmark(
+        "budget.py", tmp_path / "budget.json", "--pages", "200", "--links", "5"
+    )
 
-    result = subprocess.run(
-        [sys.executable, "benchmarks/budget.py", "--pages", "200", "--links", "5",
-         "--json", str(output)],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-    assert result.returncode == 0, result.stdout + result.stderr
-    figures = json.loads(output.read_text())
     for broker in ("rabbitmq", "redis"):
         run = figures[broker]
         assert run["pages"] == 200 and run["samples"] > 0
@@ -118,18 +122,12 @@ def test_budget_smoke_run_splits_each_broker_s_cpu_per_page_into_parts(
 def test_docs_smoke_run_fetches_wget_s_pages_of_the_python_docs_on_each_broker_and_locally(
     tmp_path: Path, memcached: object
 ) -> None:
-    output = tmp_path / "docs.json"
-
-    # Installs python3-doc with apt-get when missing, as a newcomer's run would.
-    result = subprocess.run(
-        [sys.executable, "benchmarks/run.py", "--site", "python-docs", "--quick", "--repeat",
-         "1", "--json", str(output)],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+    # Installs python3-doc with apt-get when missing, as a newcomer's run would; the
+    # figures file exists only when it measured (not skipped for want of the docs).
+    result, figures = run_benchmark(
+        "run.py", tmp_path / "docs.json", "--site", "python-docs", "--quick", "--repeat", "1",
+        timeout=600,
     )  # fmt: skip
-
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert output.exists(), result.stdout  # measured, not skipped for want of the docs
-    figures = json.loads(output.read_text())
     assert figures["same_pages"], figures["pages_differing_from_wget"]
     assert figures["wget"]["pages"] > 500
     for run in ("rabbitmq", "redis", "local"):
@@ -142,16 +140,10 @@ def test_docs_smoke_run_fetches_wget_s_pages_of_the_python_docs_on_each_broker_a
 def test_warc_cost_smoke_run_crawls_with_and_without_warc_and_finds_every_page_stored(
     tmp_path: Path, memcached: object
 ) -> None:
-    output = tmp_path / "warc.json"
+    result, figures = run_benchmark(
+        "warc_cost.py", tmp_path / "warc.json", "--site", "generated", "--pages", "150"
+    )
 
-    result = subprocess.run(
-        [sys.executable, "benchmarks/warc_cost.py", "--site", "generated", "--pages", "150",
-         "--json", str(output)],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-    assert result.returncode == 0, result.stdout + result.stderr
-    figures = json.loads(output.read_text())
     for run in ("rabbitmq", "redis", "local"):
         assert figures[run]["pages"] == figures[f"{run} --warc"]["pages"] == 150
         assert figures[f"{run} --warc"]["stored_pages"] == 150

@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import dramatiq
 import pytest
 
 from crawler import example
@@ -25,6 +26,7 @@ from tests.support import (
     read_records,
     wait_for_crawl,
     wait_until,
+    waited_crawl,
 )
 from tests.workers import WorkerProcesses, environment, queued_messages, seed
 
@@ -83,12 +85,7 @@ def test_wait_exits_1_and_names_the_page_that_always_fails(
     site.pages["/fine.html"] = html()
     site.behaviors["/broken.html"] = lambda handler, nth: handler.send_error(500)
     output = tmp_path / "records.jsonl"
-    workers = WorkerProcesses(env, processes=1, threads=4)
-    try:
-        waiting = wait_for_crawl(env, site.url("/"), "--output", str(output))
-        stdout, _ = waiting.communicate(timeout=60)
-    finally:
-        assert workers.stop() == 0
+    waiting, stdout, _, _ = waited_crawl(env, site.url("/"), "--output", str(output))
 
     assert waiting.returncode == 1
     assert site.fetch_counts()["/broken.html"] == 4
@@ -183,14 +180,36 @@ def test_a_rabbitmq_reader_stopped_early_acknowledges_what_was_read_and_hands_ba
     assert rest == [{"n": 1}, {"n": 2}]
 
 
+def batches_on(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[dramatiq.Broker, str, record_queue.Batches]:
+    """A broker from ``env``, a crawl id, and the record batches of a worker on it."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    broker = make_broker()
+    return broker, uuid.uuid4().hex, record_queue.Batches(broker)
+
+
+def first_alone_then_together(
+    batches: record_queue.Batches, publish: Callable[[int], object], others: range
+) -> None:
+    """Publish record 0; once it is on its way alone (taken from the waiting ones), the
+    records ``others`` at once, from a thread each; wait for every thread."""
+    first = threading.Thread(target=publish, args=(0,))
+    first.start()
+    wait_until(lambda: batches._sending.locked() and not batches._waiting, timeout=10)
+    threads = [threading.Thread(target=publish, args=(n,)) for n in others]
+    for thread in threads:
+        thread.start()
+    for thread in [first, *threads]:
+        thread.join(timeout=20)
+
+
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
     broker_env: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in request.getfixturevalue(broker_env).items():
-        monkeypatch.setenv(name, value)
-    broker, crawl_id = make_broker(), uuid.uuid4().hex
-    batches = record_queue.Batches(broker)
+    broker, crawl_id, batches = batches_on(request.getfixturevalue(broker_env), monkeypatch)
     send, sent_bodies = record_queue._send, list[bytes]()
 
     def first_send_waits_for_the_others(broker: object, crawl_id: str, body: bytes) -> None:
@@ -202,16 +221,7 @@ def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
     monkeypatch.setattr(record_queue, "_send", first_send_waits_for_the_others)
     reader = record_queue.Reader(broker, crawl_id)
     try:
-        first = threading.Thread(target=batches, args=(crawl_id, {"n": 0}))
-        first.start()
-        # The first record is on its way alone (taken from the waiting ones) before
-        # the others come.
-        wait_until(lambda: batches._sending.locked() and not batches._waiting, timeout=10)
-        others = [threading.Thread(target=batches, args=(crawl_id, {"n": n})) for n in range(1, 8)]
-        for thread in others:
-            thread.start()
-        for thread in [first, *others]:
-            thread.join(timeout=20)
+        first_alone_then_together(batches, lambda n: batches(crawl_id, {"n": n}), range(1, 8))
         with closing(reader.read(timeout=2)) as arriving:
             records = list(islice(arriving, 8))
     finally:
@@ -229,10 +239,7 @@ class Interrupted(BaseException):
 def test_a_batch_not_sent_raises_in_each_thread_whose_record_it_held_as_a_plain_error(
     redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in redis_env.items():
-        monkeypatch.setenv(name, value)
-    broker, crawl_id = make_broker(), uuid.uuid4().hex
-    batches = record_queue.Batches(broker)
+    broker, crawl_id, batches = batches_on(redis_env, monkeypatch)
     calls = []
 
     def interrupted(broker: object, crawl_id: str, body: bytes) -> None:
@@ -252,14 +259,7 @@ def test_a_batch_not_sent_raises_in_each_thread_whose_record_it_held_as_a_plain_
         except BaseException as e:
             raised.append(e)
 
-    first = threading.Thread(target=publish, args=(0,))
-    first.start()
-    wait_until(lambda: batches._sending.locked() and not batches._waiting, timeout=10)
-    others = [threading.Thread(target=publish, args=(n,)) for n in (1, 2, 3)]
-    for thread in others:
-        thread.start()
-    for thread in [first, *others]:
-        thread.join(timeout=20)
+    first_alone_then_together(batches, publish, range(1, 4))
     broker.close()
 
     assert len(calls) == 2 and len(raised) == 4
@@ -275,10 +275,7 @@ def test_a_batch_not_sent_raises_in_each_thread_whose_record_it_held_as_a_plain_
 def test_a_record_whose_batch_was_lost_by_an_interrupted_sender_is_not_sent_and_says_so(
     redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in redis_env.items():
-        monkeypatch.setenv(name, value)
-    broker, crawl_id = make_broker(), uuid.uuid4().hex
-    batches = record_queue.Batches(broker)
+    broker, crawl_id, batches = batches_on(redis_env, monkeypatch)
     sent = []
     monkeypatch.setattr(record_queue, "_send", lambda *arguments: sent.append(arguments))
     # As if a sender had taken this crawl's waiting records and been interrupted

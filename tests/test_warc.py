@@ -19,8 +19,15 @@ from warcio.archiveiterator import ArchiveIterator
 from benchmarks.measuring import free_port, serve
 from benchmarks.measuring.python_docs import docs_directory
 from tests.site_server import Page, SiteServer, generate_site, html, page_path, send
-from tests.support import FAST_FAILURES, read_records, wait_for_crawl
-from tests.workers import BIN, PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
+from tests.support import FAST_FAILURES, read_records, waited_crawl
+from tests.workers import (
+    BIN,
+    PROJECT_ROOT,
+    WorkerProcesses,
+    environment,
+    queued_messages,
+    seed,
+)
 
 PAGES = 30
 DATA = bytes(range(256)) * 40  # not HTML: kept all the same
@@ -92,13 +99,8 @@ def crawl(mode: str, site: SiteServer, warc: Path, output: Path, env: dict[str, 
         result = seed(env, "--local", *arguments)
         assert result.returncode == 0, result.stdout + result.stderr
         return
-    workers = WorkerProcesses(env, processes=2, threads=4)
-    try:
-        waiting = wait_for_crawl(env, *arguments)
-        stdout, stderr = waiting.communicate(timeout=120)
-        assert waiting.returncode == 0, stdout + stderr
-    finally:
-        assert workers.stop() == 0
+    waiting, stdout, stderr, _ = waited_crawl(env, *arguments, processes=2, timeout=120)
+    assert waiting.returncode == 0, stdout + stderr
 
 
 @pytest.fixture
@@ -296,13 +298,8 @@ def test_a_worker_writes_in_its_own_warc_dir_and_one_it_cannot_write_in_fails_th
     own, named = tmp_path / "worker-warc", tmp_path / "crawl-warc"
     own.mkdir()
     env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_WARC_DIR=str(own))
-    workers = WorkerProcesses(env, processes=1, threads=4)
-    try:
-        waiting = wait_for_crawl(env, site.url(page_path(0)), "--warc", str(named))
-        stdout, stderr = waiting.communicate(timeout=60)
-        assert waiting.returncode == 0, stdout + stderr
-    finally:
-        assert workers.stop() == 0
+    waiting, stdout, stderr, _ = waited_crawl(env, site.url(page_path(0)), "--warc", str(named))
+    assert waiting.returncode == 0, stdout + stderr
     assert {site.url(page_path(i)) for i in range(10)} <= set(records_by_url(own))
     assert list(named.iterdir()) == []  # made by the seeder, left empty: the worker's own won
 
@@ -310,12 +307,9 @@ def test_a_worker_writes_in_its_own_warc_dir_and_one_it_cannot_write_in_fails_th
     blocked.write_text("not a directory")
     env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_WARC_DIR=str(blocked / "warc"))
     site.pages["/alone.html"] = html()
-    workers = WorkerProcesses(env, processes=1, threads=2)
-    try:
-        waiting = wait_for_crawl(env, site.url("/alone.html"), "--warc", str(named))
-        stdout, stderr = waiting.communicate(timeout=60)
-    finally:
-        assert workers.stop() == 0
+    waiting, stdout, _, workers = waited_crawl(
+        env, site.url("/alone.html"), "--warc", str(named), threads=2
+    )
     assert waiting.returncode == 1  # given up, after its retries: never lost silently
     assert "cannot write WARC files in" in stdout and "a-file" in stdout
     assert workers.count("cannot write WARC files in") == 4  # each attempt says why
