@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from threading import local
 from typing import Any
+from urllib.parse import urlsplit
 
 import dramatiq
 import pylibmc
@@ -44,7 +45,14 @@ from crawler.following.bookkeeping import keep_books
 from crawler.following.records import Record, RecordFile
 from crawler.frontier import STORE_ERRORS, StorePool, claims, politeness, redis_store
 from crawler.frontier.memcached_pool import ThreadMappedPool
-from crawler.frontier.scope import child_arguments, links_to_follow, report_dropped
+from crawler.frontier.scope import (
+    child_arguments,
+    links_to_follow,
+    priority,
+    report_dropped,
+    sitemap_links_to_follow,
+)
+from crawler.links import sitemaps
 from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions, http_url
@@ -102,7 +110,11 @@ def find_anchors(
 )
 @reports_failures
 def crawl(
-    url: str, depth: int = 0, options: dict[str, Any] | None = None, via_public: bool = False
+    url: str,
+    depth: int = 0,
+    options: dict[str, Any] | None = None,
+    via_public: bool = False,
+    sitemap: bool = False,
 ) -> Record:
     crawl_options = CrawlOptions.from_message(options)
     message = claims.current_message(crawl, url)
@@ -115,8 +127,11 @@ def crawl(
             logger.warning("URL %r has already been visited. Skipping...", url)
             return records.skipped_record(url, DUPLICATE)
         first_delivery = claims.bound_deliveries(client, message, limits.max_deliveries, lifetimes)
-        if politeness.over_budget(client, crawl_options, first_delivery, lifetimes.grace):
-            logger.warning("Skipping URL %r since the crawl's page budget is spent.", url)
+        spent = not sitemap and politeness.over_budget(
+            client, crawl_options, url, first_delivery, lifetimes.grace
+        )
+        if spent:
+            logger.warning("Skipping URL %r since %s page budget is spent.", url, spent)
             return records.skipped_record(url, OVER_BUDGET)
 
     session = get_session()
@@ -133,15 +148,19 @@ def crawl(
     if verdict == politeness.DISALLOWED:
         logger.warning("Skipping URL %r since robots.txt disallows it.", url)
         return records.skipped_record(url, DISALLOWED)
-    if verdict == politeness.RATE_LIMITED:
+    slot = politeness.host_slot(memcache_pool, url, crawl_options)  # --max-per-host
+    if verdict == politeness.RATE_LIMITED or slot is None:
         claims.defer(crawl.broker, message, delay=politeness.defer_delay())
         return records.skipped_record(url, DEFERRED)
+    if sitemap:  # --sitemaps: a sitemap to read (or robots.txt, naming them), not a page
+        with slot:
+            return read_sitemap(session, message, url, depth, options, via_public, first_delivery)
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
     keeper = keeper_of(message, crawl_options, options)  # --warc: every response kept
-    user_agent = crawl_options.user_agent
-    with fetch(session, url, limits, user_agent, via_public=via_public, keeper=keeper) as fetched:
+    agent = crawl_options.user_agent
+    with slot, fetch(session, url, limits, agent, via_public=via_public, keeper=keeper) as fetched:
         response = fetched.response
         html = is_html(response)
         body = read_body(fetched, limits) if html or keeper else b""
@@ -171,10 +190,78 @@ def crawl(
             crawl_options.crawl_id,
             lifetimes,
             first_delivery=first_delivery,
+            priority=priority(depth + 1, crawl_options),
         )
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
     return records.page_record(url, response, anchors, depth, sent, dropped_links, stored)
+
+
+def read_sitemap(
+    session: requests.Session,
+    message: dramatiq.Message[Any],
+    url: str,
+    depth: int,
+    options: dict[str, Any] | None,
+    via_public: bool,
+    first_delivery: bool,
+) -> Record:
+    """``--sitemaps``: send each page and each sitemap the sitemap at ``url`` lists as
+    a message of its own.  A site's robots.txt stands for the sitemaps its ``Sitemap:``
+    lines name, else for ``/sitemap.xml``, read right here (none there is no error)."""
+    crawl_options = CrawlOptions.from_message(options)
+    logger.info("Reading sitemap %r...", url)
+    if urlsplit(url).path == "/robots.txt":
+        with memcache_pool.reserve() as client:
+            robots = politeness.robots_for(
+                client, session, url, crawl_options.user_agent, limits=limits, via_public=via_public
+            )
+        pages: list[str] = []
+        maps, public, listed_by = list(robots.sitemaps), via_public, url
+        if not maps:
+            listed_by = sitemaps.well_known(url)
+            pages, maps, public = fetch_sitemap(session, listed_by, crawl_options, via_public)
+    else:
+        pages, maps, public = fetch_sitemap(session, url, crawl_options, via_public)
+        listed_by = url
+    links, sitemap_urls, dropped = sitemap_links_to_follow(listed_by, pages, maps, crawl_options)
+    dropped_links = report_dropped(url, dropped)
+    sent = []
+    with memcache_pool.reserve() as client:
+        for urls, is_sitemap in ((links, False), (sitemap_urls, True)):
+            sent += claims.send_claimed(
+                client,
+                crawl,
+                message.message_id,
+                urls,
+                child_arguments(-1, options, via_public=public, sitemap=is_sitemap),
+                crawl_options.crawl_id,
+                lifetimes,
+                first_delivery=first_delivery,
+                priority=priority(0, crawl_options),
+            )
+    logger.info(
+        "Done reading sitemap %r. Found %d pages and %d sitemaps.", url, len(pages), len(maps)
+    )
+    return records.sitemap_record(url, links, sitemap_urls, depth, sent, dropped_links)
+
+
+def fetch_sitemap(
+    session: requests.Session, url: str, crawl_options: CrawlOptions, via_public: bool
+) -> tuple[list[str], list[str], bool]:
+    """The pages and sitemaps the sitemap at ``url`` lists, and whether its fetch was
+    public; a sitemap ``/sitemap.xml`` that is not there (4xx) lists nothing."""
+    agent = crawl_options.user_agent
+    try:
+        with fetch(session, url, limits, agent, via_public=via_public) as fetched:
+            body = read_body(fetched, limits)
+    except PermanentError as e:
+        if e.status is None or urlsplit(url).path != sitemaps.WELL_KNOWN:
+            raise
+        logger.info("No sitemap at %s (%s).", url, e)
+        return [], [], via_public
+    pages, maps = sitemaps.sitemap_links(body, fetched.response.url, limits.max_body_bytes)
+    return pages, maps, fetched.public
 
 
 def keeper_of(
@@ -264,7 +351,7 @@ def main(args: list[str]) -> int:
         collect_records=arguments.wait,
         records_without_links=arguments.wait and arguments.output is None,
     )
-    kwargs = {"options": crawl_options.to_message()}
+    seeds = seed_messages(arguments.urls, crawl_options)
     if arguments.local and arguments.crawl_id:
         parser.error("--crawl-id works with workers only")
     if arguments.local:
@@ -273,8 +360,7 @@ def main(args: list[str]) -> int:
             crawl,
             memcache_pool,
             lifetimes,
-            arguments.urls,
-            kwargs,
+            seeds,
             threads=arguments.threads or 8,
             output=open_output(parser, arguments.output),
             verbose=arguments.verbose,
@@ -289,14 +375,29 @@ def main(args: list[str]) -> int:
             crawl,
             memcache_pool,
             lifetimes,
-            arguments.urls,
-            kwargs,
+            seeds,
             crawl_options,
             wait=arguments.wait,
             output=output,
             adding=arguments.crawl_id is not None,
         )
     )
+
+
+def seed_messages(urls: list[str], crawl_options: CrawlOptions) -> list[dramatiq.Message[Any]]:
+    """A crawl's first messages: one for each URL, and with ``--sitemaps`` one for each
+    of their sites' robots.txt, to read the sitemaps it names."""
+    kwargs: dict[str, Any] = {"options": crawl_options.to_message()}
+    seed_priority = priority(0, crawl_options)
+    extra = {} if seed_priority is None else {"broker_priority": seed_priority}
+    messages = [crawl.message_with_options(args=(url,), kwargs=kwargs, **extra) for url in urls]
+    if crawl_options.sitemaps:
+        robots = dict.fromkeys(politeness.origin(url) + "/robots.txt" for url in urls)
+        messages += [
+            crawl.message_with_options(args=(url,), kwargs={**kwargs, "sitemap": True}, **extra)
+            for url in robots
+        ]
+    return messages
 
 
 def use_process_memory() -> None:

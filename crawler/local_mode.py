@@ -33,14 +33,13 @@ def run(
     actor: dramatiq.Actor[Any, Any],
     pool: Any,
     lifetimes: Lifetimes,
-    urls: list[str],
-    kwargs: dict[str, Any],
+    seeds: list[dramatiq.Message[Any]],
     *,
     threads: int,
     output: RecordFile | None,
     verbose: bool,
 ) -> int:
-    """Crawl from ``urls`` with ``actor`` until nothing is left; 0 when no URL failed
+    """Crawl from the ``seeds`` messages of ``actor`` until nothing is left; 0 when no URL failed
     for good.  ``pool`` is the in-memory store the actor uses, ``lifetimes`` its
     entries' (as the actor's)."""
     progress = Progress()
@@ -61,8 +60,8 @@ def run(
     worker.start()
     interrupted = False
     try:
-        for url in urls:
-            actor.send_with_options(args=(url,), kwargs=kwargs)
+        for message in seeds:
+            broker.enqueue(message)
         while True:
             try:
                 broker.join(actor.queue_name, timeout=REFRESH_MS, fail_fast=False)

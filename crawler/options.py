@@ -15,6 +15,7 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,6 +24,7 @@ import requests
 
 from crawler.links.canonical import canonical_url, check_host_name
 from crawler.links.cleaning import clean_href
+from crawler.links.sites import site_of
 
 #: Sent with every request unless ``--user-agent`` says otherwise.
 DEFAULT_USER_AGENT = (
@@ -43,6 +45,15 @@ class CrawlOptions:
       obey_robots(bool): Honour each host's robots.txt, and its Crawl-delay.
       max_rate(float): Requests per second per host at most, across all workers.
       user_agent(str): The User-Agent header sent with each request.
+      include(tuple): Regular expressions; a link is followed only when one of them
+        matches it (searched anywhere in the URL), when any is given.
+      exclude(tuple): Regular expressions; a link one of them matches is not followed.
+      allowed_sites(tuple): Registrable domains (eTLD+1) whose hosts links may go to,
+        besides ``allowed_domains`` (``--same-site``).
+      max_per_host(int): Fetches in flight per host at most, across all workers.
+      max_pages_per_host(int): Pages this crawl fetches per host at most.
+      sitemaps(bool): The seeds' sites' sitemaps were read for more seeds.
+      breadth_first(bool): Shallow pages go before deeper ones (RabbitMQ priorities).
       warc(str): The directory where every response is kept in WARC files; a
         worker's ``CRAWLER_WARC_DIR`` takes its place.
       collect_records(bool): Workers send a record of each URL to the waiting seeder.
@@ -60,6 +71,13 @@ class CrawlOptions:
     obey_robots: bool = False
     max_rate: float | None = None
     user_agent: str = DEFAULT_USER_AGENT
+    include: tuple[str, ...] = field(default_factory=tuple)
+    exclude: tuple[str, ...] = field(default_factory=tuple)
+    allowed_sites: tuple[str, ...] = field(default_factory=tuple)
+    max_per_host: int | None = None
+    max_pages_per_host: int | None = None
+    sitemaps: bool = False
+    breadth_first: bool = False
     warc: str | None = None
     collect_records: bool = False
     batched_records: bool = False
@@ -73,8 +91,8 @@ class CrawlOptions:
             for f in fields(self)
             if getattr(self, f.name) != getattr(defaults, f.name)
         }
-        if "allowed_domains" in values:
-            values["allowed_domains"] = list(values["allowed_domains"])
+        for name in _LISTS.intersection(values):
+            values[name] = list(values[name])
         return values or None
 
     @classmethod
@@ -82,21 +100,44 @@ class CrawlOptions:
         if not values:
             return UPSTREAM
         values = {key: value for key, value in values.items() if key in _FIELDS}
-        if "allowed_domains" in values:
-            values["allowed_domains"] = tuple(values["allowed_domains"])
+        for name in _LISTS.intersection(values):
+            values[name] = tuple(values[name])
         return cls(**values)
 
     def allows_url(self, url: str) -> bool:
-        """Whether ``url``'s host is in the crawl's domains (any host when none is set)."""
-        if not self.allowed_domains:
+        """Whether ``url`` is in the crawl's scope: its host allowed (:meth:`allows_host`),
+        the URL matched by an ``--include`` pattern (when there are any) and by no
+        ``--exclude`` pattern."""
+        if not self.allows_host(url):
+            return False
+        if self.include and not any(p.search(url) for p in patterns(self.include)):
+            return False
+        return not any(p.search(url) for p in patterns(self.exclude))
+
+    def allows_host(self, url: str) -> bool:
+        """Whether ``url``'s host is in the crawl's domains or sites (any host when
+        neither is set)."""
+        if not (self.allowed_domains or self.allowed_sites):
             return True
         host = (urlsplit(url).hostname or "").rstrip(".")
-        return any(host == domain or host.endswith("." + domain) for domain in self.allowed_domains)
+        if any(host == domain or host.endswith("." + domain) for domain in self.allowed_domains):
+            return True
+        return bool(self.allowed_sites) and site_of(host) in self.allowed_sites
 
 
 UPSTREAM = CrawlOptions()
 #: The options a message may carry; others (from a newer seeder) are ignored.
 _FIELDS = frozenset(f.name for f in fields(CrawlOptions))
+#: The options that are lists in a message (JSON has no tuples).
+_LISTS = frozenset(("allowed_domains", "include", "exclude", "allowed_sites"))
+
+
+@lru_cache(maxsize=256)
+def patterns(sources: tuple[str, ...]) -> list[re.Pattern[str]]:
+    """``--include``/``--exclude`` patterns, compiled once per process."""
+    return [re.compile(source) for source in sources]
+
+
 #: What ``--allow-domain`` takes once IDNA-encoded: host name characters only.
 _DOMAIN = re.compile(r"[a-z0-9_.-]+", re.ASCII)
 
@@ -113,6 +154,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--same-domain", action="store_true", help="stay on the hosts of the seed URLs"
     )
     group.add_argument(
+        "--same-site",
+        action="store_true",
+        help="stay on the seeds' sites: their registrable domains (eTLD+1) and all their hosts",
+    )
+    group.add_argument(
         "--allow-domain",
         action="append",
         default=[],
@@ -120,8 +166,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DOMAIN",
         help="also follow links to DOMAIN and its subdomains (repeatable)",
     )
+    group.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        type=pattern,
+        metavar="REGEX",
+        help="follow only links REGEX matches (anywhere in the URL; repeatable: any of them)",
+    )
+    group.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        type=pattern,
+        metavar="REGEX",
+        help="never follow links REGEX matches (repeatable)",
+    )
     group.add_argument("--max-depth", type=whole_number, metavar="N", help="seeds are depth 0")
     group.add_argument("--max-pages", type=positive_int, metavar="N", help="fetch N pages at most")
+    group.add_argument(
+        "--max-pages-per-host",
+        type=positive_int,
+        metavar="N",
+        help="fetch N pages of each host at most",
+    )
+    group.add_argument(
+        "--sitemaps",
+        action="store_true",
+        help="also seed from the seeds' sitemaps (robots.txt's Sitemap: lines, else /sitemap.xml)",
+    )
+    group.add_argument(
+        "--breadth-first",
+        action="store_true",
+        help="fetch shallow pages before deeper ones (RabbitMQ message priorities)",
+    )
     group.add_argument(
         "--obey-robots", action="store_true", help="honour robots.txt and its Crawl-delay"
     )
@@ -130,6 +208,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_float,
         metavar="R",
         help="R requests per second per host at most, across all workers",
+    )
+    group.add_argument(
+        "--max-per-host",
+        type=positive_int,
+        metavar="N",
+        help="N fetches in flight per host at most, across all workers",
     )
     group.add_argument(
         "--user-agent", type=user_agent, default=DEFAULT_USER_AGENT, help="the User-Agent header"
@@ -153,6 +237,7 @@ def from_arguments(
     domains = [domain.lower().strip(".") for domain in arguments.allow_domain]
     if arguments.same_domain:
         domains += [(urlsplit(url).hostname or "").lower() for url in seeds]
+    sites = [site_of(urlsplit(url).hostname or "") for url in seeds] if arguments.same_site else []
     options = CrawlOptions(
         follow_relative=arguments.follow_relative,
         allowed_domains=tuple(dict.fromkeys(domains)),
@@ -161,6 +246,13 @@ def from_arguments(
         obey_robots=arguments.obey_robots,
         max_rate=arguments.max_rate,
         user_agent=arguments.user_agent,
+        include=tuple(arguments.include),
+        exclude=tuple(arguments.exclude),
+        allowed_sites=tuple(dict.fromkeys(sites)),
+        max_per_host=arguments.max_per_host,
+        max_pages_per_host=arguments.max_pages_per_host,
+        sitemaps=arguments.sitemaps,
+        breadth_first=arguments.breadth_first,
         warc=arguments.warc,
         collect_records=collect_records,
         batched_records=collect_records,
@@ -216,6 +308,15 @@ def domain_name(value: str) -> str:
     except ValueError as e:  # UnicodeError included
         raise argparse.ArgumentTypeError(f"{value!r} is not a domain name") from e
     return domain
+
+
+def pattern(value: str) -> str:
+    """An ``argparse`` type: a regular expression Python's ``re`` compiles."""
+    try:
+        re.compile(value)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a regular expression: {e}") from e
+    return value
 
 
 def warc_directory(value: str) -> str:

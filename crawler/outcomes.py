@@ -13,10 +13,13 @@ CRAWLED, NOT_HTML = "crawled", "not-html"
 #: Fetched, with ``--warc``: a payload the crawl had stored before (its links followed
 #: if HTML); the WARC files hold a ``revisit`` record for it.
 DUPLICATE_CONTENT = "duplicate-content"
+#: Read, with ``--sitemaps``: a sitemap (or robots.txt naming sitemaps), whose URLs
+#: were sent as messages of their own.
+SITEMAP = "sitemap"
 #: Given up for good: its message is dead-lettered.
 FAILED = "failed"
-#: Skipped without a fetch: claimed by another message, over ``--max-pages``, or
-#: disallowed by robots.txt.
+#: Skipped without a fetch: claimed by another message, over ``--max-pages`` (or
+#: ``--max-pages-per-host``), or disallowed by robots.txt.
 DUPLICATE, OVER_BUDGET, DISALLOWED = "duplicate", "over-budget", "disallowed"
 #: Ended without a fetch because the crawl was cancelled (``--cancel``).
 CANCELLED = "cancelled"
@@ -25,14 +28,15 @@ RETRYING, DEFERRED = "retrying", "deferred"
 
 #: The outcomes that end a message, each counted once per message.
 ENDINGS = (
-    CRAWLED, NOT_HTML, DUPLICATE_CONTENT, DUPLICATE, OVER_BUDGET, DISALLOWED, CANCELLED, FAILED,
+    CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, DUPLICATE, OVER_BUDGET, DISALLOWED, CANCELLED,
+    FAILED,
 )  # fmt: skip
 #: Outcomes of an attempt that leave its message to come again.
 NOT_FINAL = (RETRYING, DEFERRED)
 #: Outcomes that go into an output file: the URLs a crawl fetched or gave up.
-WRITTEN = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, FAILED)
+WRITTEN = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, FAILED)
 #: Outcomes after which the URL's claim is finished: its own message ended it.
-OWN_ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, OVER_BUDGET, DISALLOWED)
+OWN_ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, OVER_BUDGET, DISALLOWED)
 
 
 def fetched(counts: Mapping[str, int]) -> int:
@@ -57,6 +61,8 @@ def summary(
         f"{counts.get(NOT_HTML, 0)} skipped as not HTML",
         f"{counts.get(DUPLICATE, 0)} skipped as duplicates",
     ]
+    if counts.get(SITEMAP, 0):
+        parts.append(f"{counts[SITEMAP]} sitemaps read")
     if counts.get(DUPLICATE_CONTENT, 0):
         parts.append(f"{counts[DUPLICATE_CONTENT]} with content stored before")
     if every_part or counts.get(DISALLOWED, 0):

@@ -20,7 +20,7 @@ import requests
 from dramatiq.middleware import Middleware
 
 from crawler.archiving.warc import Stored
-from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, FAILED, NOT_HTML, RETRYING
+from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, FAILED, NOT_HTML, RETRYING, SITEMAP
 
 Record = dict[str, Any]
 
@@ -56,6 +56,24 @@ def page_record(
         record["warc_file"] = stored.file
         record["warc_offset"] = stored.offset
         record["payload_digest"] = stored.payload_digest
+    return record
+
+
+def sitemap_record(
+    url: str, pages: list[str], sitemaps: list[str], depth: int, sent: list[str], dropped_links: int
+) -> Record:
+    """The record of a sitemap read (``--sitemaps``): the pages and sitemaps it listed
+    that the crawl follows, ``sent`` the ids of the messages sent for the new ones."""
+    record = {
+        "url": url,
+        "outcome": SITEMAP,
+        "links": pages + sitemaps,
+        "sitemaps": len(sitemaps),
+        "depth": depth,
+        "sent": sent,
+    }
+    if dropped_links:
+        record["dropped_links"] = dropped_links
     return record
 
 

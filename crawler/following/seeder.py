@@ -38,8 +38,7 @@ def seed(
     actor: dramatiq.Actor[Any, Any],
     pool: Any,
     lifetimes: Lifetimes,
-    urls: list[str],
-    kwargs: dict[str, Any],
+    messages: list[dramatiq.Message[Any]],
     options: CrawlOptions,
     *,
     wait: bool,
@@ -57,16 +56,16 @@ def seed(
     reader = record_queue.Reader(actor.broker, crawl_id) if wait else None
     try:
         with pool.reserve() as client:
-            counters.start(client, crawl_id, len(urls), lifetimes.grace)
+            counters.start(client, crawl_id, len(messages), lifetimes.grace)
             if not adding:
                 counters.note_evictions_at_start(client, crawl_id, lifetimes.grace)
-        seeds = [actor.send_with_options(args=(url,), kwargs=kwargs).message_id for url in urls]
+        seeds = [actor.broker.enqueue(message).message_id for message in messages]
     except BaseException:
         if reader is not None:
             reader.close()
         raise
     more = " more" if adding else ""
-    print(f"crawl {crawl_id} seeded with {len(urls)}{more} URL(s)", flush=True)
+    print(f"crawl {crawl_id} seeded with {len(messages)}{more} URL(s)", flush=True)
     if reader is None:
         return 0
     return follow(pool, crawl_id, seeds, reader, output, KeepAlive(lifetimes.grace))

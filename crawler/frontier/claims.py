@@ -246,9 +246,10 @@ def send_claimed(
     lifetimes: Lifetimes,
     *,
     first_delivery: bool = True,
+    priority: int | None = None,
 ) -> list[str]:
-    """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet; return the ids
-    of the messages sent.
+    """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet (with the
+    broker ``priority``, when given); return the ids of the messages sent.
 
     Most links of a page are claimed already, so one ``get_multi`` finds those and
     only the rest are looked up in the crawl's journal, then added (one ``add_multi``)
@@ -310,6 +311,7 @@ def send_claimed(
             entries = {digests[keys[key]]: mine for key, mine in unjournaled.items()}
             journal.write(client, crawl_id, entries, lifetimes.grace)
     sent = []
+    options = {} if priority is None else {"broker_priority": priority}
     for key, url in keys.items():
         if key in to_send:
             message: dramatiq.Message[Any] = dramatiq.Message(
@@ -317,7 +319,7 @@ def send_claimed(
                 actor_name=actor.actor_name,
                 args=(url,),
                 kwargs=kwargs,
-                options={},
+                options=options,
                 message_id=children[key],
             )
             actor.broker.enqueue(message)

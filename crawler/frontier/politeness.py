@@ -11,6 +11,7 @@ import logging
 import math
 import random
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,7 +23,7 @@ from crawler import metrics
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.fetching.bounded_fetch import fetch, read_body
-from crawler.frontier import counters
+from crawler.frontier import StorePool, counters
 from crawler.options import CrawlOptions
 
 logger = logging.getLogger("example")
@@ -106,16 +107,86 @@ def budget_key(crawl_id: str) -> str:
     return counters.crawl_key(crawl_id, "page-budget")
 
 
-def over_budget(client: Any, options: CrawlOptions, first_delivery: bool, ttl: int) -> bool:
-    """Count this URL against ``--max-pages``; True when the budget was already spent.
-    The count lives ``ttl`` seconds, refreshed with the crawl's counters."""
-    if options.max_pages is None or options.crawl_id is None:
-        return False
-    key = budget_key(options.crawl_id)
-    if not first_delivery:
-        return False
-    count = 1 if client.add(key, 1, time=ttl) else int(client.incr(key))
-    return count > options.max_pages
+def host_budget_key(crawl_id: str, url: str) -> str:
+    host = hashlib.md5(urlsplit(url).netloc.encode()).hexdigest()[:16]
+    return counters.crawl_key(crawl_id, f"host-budget:{host}")
+
+
+#: What :func:`over_budget` says of a URL over a budget: the crawl's, or its host's.
+CRAWL_BUDGET, HOST_BUDGET = "the crawl's", "its host's"
+
+
+def over_budget(
+    client: Any, options: CrawlOptions, url: str, first_delivery: bool, ttl: int
+) -> str | None:
+    """Count this URL against ``--max-pages-per-host``, then ``--max-pages``; which
+    budget was already spent, or None.  A URL over its host's budget does not count
+    against the crawl's.  The counts live ``ttl`` seconds, refreshed with the crawl's
+    counters."""
+    if options.crawl_id is None or not first_delivery:
+        return None
+    per_host, pages, crawl_id = options.max_pages_per_host, options.max_pages, options.crawl_id
+    if per_host is not None and _count(client, host_budget_key(crawl_id, url), ttl) > per_host:
+        return HOST_BUDGET
+    if pages is not None and _count(client, budget_key(crawl_id), ttl) > pages:
+        return CRAWL_BUDGET
+    return None
+
+
+def _count(client: Any, key: str, ttl: int) -> int:
+    return 1 if client.add(key, 1, time=ttl) else int(client.incr(key))
+
+
+#: How long a ``--max-per-host`` slot outlives a worker killed while holding it, in
+#: seconds: past the actor's time limit, so a live holder never loses its slot.
+SLOT_TTL = math.ceil(ACTOR_TIME_LIMIT) + 5
+#: Seconds between two looks for a free slot while waiting.
+SLOT_POLL = (0.02, 0.08)
+
+
+def host_slot(
+    pool: StorePool, url: str, options: CrawlOptions
+) -> AbstractContextManager[Any] | None:
+    """With ``--max-per-host N``: one of the N places of ``url``'s host for a fetch in
+    flight, held until the context ends; None when all were taken for ``RATE_WAIT``
+    seconds (the message is deferred, as over ``--max-rate``).  Without it, a context
+    that holds nothing.
+
+    The places are N keys in the crawl's store, each taken with ``add``: one a killed
+    worker held frees itself after ``SLOT_TTL``, so a crawl never waits for good.
+    (Dramatiq's ``ConcurrentRateLimiter`` keeps one counter, which on Memcached counts
+    refused tries too and keeps a killed worker's place until the whole count expires.)
+    """
+    if options.max_per_host is None or options.crawl_id is None:
+        return nullcontext()
+    host = hashlib.md5(urlsplit(url).netloc.encode()).hexdigest()[:16]
+    keys = [
+        counters.crawl_key(options.crawl_id, f"slot:{host}:{i}")
+        for i in range(options.max_per_host)
+    ]
+    deadline = time.monotonic() + RATE_WAIT
+    while True:
+        with pool.reserve() as client:
+            taken = client.get_multi(keys)
+            for key in random.sample(keys, len(keys)):
+                if key not in taken and client.add(key, 1, time=SLOT_TTL):
+                    return _Slot(pool, key)
+        if time.monotonic() >= deadline:
+            metrics.rate_limited("deferred")
+            return None
+        metrics.rate_limited("waited")
+        time.sleep(random.uniform(*SLOT_POLL))
+
+
+class _Slot(AbstractContextManager[Any]):
+    """A place taken by :func:`host_slot`, given back when the fetch ends."""
+
+    def __init__(self, pool: StorePool, key: str) -> None:
+        self.pool, self.key = pool, key
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self.pool.reserve() as client:
+            client.delete(self.key)
 
 
 def origin(url: str) -> str:

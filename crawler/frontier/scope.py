@@ -7,11 +7,14 @@ reason, never allowed to fail the page it was found on and so lose its good link
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 from crawler import metrics
 from crawler.errors import shown
 from crawler.links.canonical import canonical_url
+from crawler.links.sites import site_of
 from crawler.options import CrawlOptions
 
 logger = logging.getLogger("example")
@@ -28,13 +31,18 @@ class Dropped(NamedTuple):
 
 
 def links_to_follow(
-    anchors: list[str], options: CrawlOptions, depth: int
+    anchors: list[str],
+    options: CrawlOptions,
+    depth: int,
+    allows: Callable[[str], bool] | None = None,
 ) -> tuple[list[str], list[Dropped]]:
-    """The canonical, distinct ``anchors`` that ``options`` allow one hop below ``depth``,
-    and the distinct anchors dropped because they could not be parsed, in page order.
+    """The canonical, distinct ``anchors`` that ``options`` allow one hop below ``depth``
+    (or that ``allows``, when given), and the distinct anchors dropped because they
+    could not be parsed, in page order.
 
     Past ``--max-depth`` nothing is followed, so nothing is parsed and none is dropped.
     """
+    allows = allows or options.allows_url
     if options.max_depth is not None and depth + 1 > options.max_depth:
         return [], []
     links: dict[str, None] = {}
@@ -45,9 +53,37 @@ def links_to_follow(
         except ValueError as e:  # UnicodeError included
             dropped.setdefault(anchor, str(e) or type(e).__name__)
             continue
-        if link not in links and options.allows_url(link):
+        if link not in links and allows(link):
             links[link] = None
     return list(links), [Dropped(link, reason) for link, reason in dropped.items()]
+
+
+def sitemap_links_to_follow(
+    sitemap_url: str, pages: list[str], sitemaps: list[str], options: CrawlOptions
+) -> tuple[list[str], list[str], list[Dropped]]:
+    """Of what the sitemap at ``sitemap_url`` lists: the pages in the crawl's scope, the
+    sitemaps on its allowed hosts (``--include``/``--exclude`` are for pages), and
+    the links dropped as malformed.
+
+    A sitemap speaks for its own site: another site's URLs are followed only when
+    ``--allow-domain`` or ``--same-site`` name that site.
+    """
+    own_site = site_of(urlsplit(sitemap_url).hostname or "")
+
+    def speaks_for(url: str) -> bool:
+        if site_of(urlsplit(url).hostname or "") == own_site:
+            return True
+        return bool(options.allowed_domains or options.allowed_sites) and options.allows_host(url)
+
+    def page(url: str) -> bool:
+        return speaks_for(url) and options.allows_url(url)
+
+    def sitemap(url: str) -> bool:
+        return speaks_for(url) and options.allows_host(url)
+
+    followed, dropped = links_to_follow(pages, options, -1, page)
+    followed_maps, dropped_maps = links_to_follow(sitemaps, options, -1, sitemap)
+    return followed, followed_maps, dropped + dropped_maps
 
 
 def report_dropped(page_url: str, dropped: list[Dropped]) -> int:
@@ -68,12 +104,29 @@ def report_dropped(page_url: str, dropped: list[Dropped]) -> int:
     return len(dropped)
 
 
-def child_arguments(depth: int, options: dict[str, Any] | None, via_public: bool) -> dict[str, Any]:
-    """The keyword arguments of a link's message: its depth, the crawl's options, and
-    whether the page it was found on was public (for the network guard)."""
+def child_arguments(
+    depth: int, options: dict[str, Any] | None, via_public: bool, *, sitemap: bool = False
+) -> dict[str, Any]:
+    """The keyword arguments of a link's message: its depth, the crawl's options,
+    whether the page it was found on was public (for the network guard), and whether
+    it is a sitemap to read (``--sitemaps``)."""
     kwargs: dict[str, Any] = {"depth": depth + 1}
     if options:
         kwargs["options"] = options
     if via_public:
         kwargs["via_public"] = True
+    if sitemap:
+        kwargs["sitemap"] = True
     return kwargs
+
+
+#: The highest message priority: the queues' ``x-max-priority`` on RabbitMQ.
+MAX_PRIORITY = 10
+
+
+def priority(depth: int, options: CrawlOptions) -> int | None:
+    """``--breadth-first``: a message's priority by its depth (seeds highest; depth 10
+    and deeper as a message with none); None otherwise."""
+    if not options.breadth_first:
+        return None
+    return max(0, MAX_PRIORITY - depth)

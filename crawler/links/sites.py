@@ -1,0 +1,32 @@
+"""Which site a host belongs to: its registrable domain (eTLD+1), for ``--same-site``.
+
+``blog.example.co.uk`` and ``www.example.co.uk`` are one site, ``example.co.uk``;
+``a.github.io`` and ``b.github.io`` are two, since ``github.io`` is a public suffix
+(the Public Suffix List's private section is included, as browsers include it).
+The list is the snapshot ``tldextract`` ships with: nothing is downloaded, ever.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import lru_cache
+
+import tldextract
+
+#: The bundled Public Suffix List only: no download, no cache on disk.
+_extract = tldextract.TLDExtract(
+    suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
+)
+
+
+@lru_cache(maxsize=65536)
+def site_of(host: str) -> str:
+    """The registrable domain of ``host`` (lower case, no trailing dot); an IP
+    address, ``localhost`` or a bare public suffix is a site of its own."""
+    host = host.lower().rstrip(".")
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    return _extract(host).top_domain_under_public_suffix or host
