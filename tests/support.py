@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pika
 import pylibmc
 import redis
-from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
 from crawler.environment import memcached_behaviors, memcached_servers, rabbitmq_url
 from tests.workers import PROJECT_ROOT, WorkerProcesses
@@ -67,10 +67,13 @@ def clean_broker(name: str) -> Iterator[dict[str, str]]:
 
 
 def purge_rabbitmq() -> None:
-    broker = RabbitmqBroker(url=rabbitmq_url())
-    broker.declare_queue("default", ensure=True)
-    broker.flush_all()
-    broker.close()
+    """Delete the crawler's queues: the next crawler to use them declares them anew,
+    as on a new RabbitMQ (with the priorities of ``--breadth-first``)."""
+    connection = pika.BlockingConnection(pika.URLParameters(rabbitmq_url()))
+    channel = connection.channel()
+    for queue in ("default", "default.DQ", "default.XQ"):
+        channel.queue_delete(queue)
+    connection.close()
 
 
 def free_port() -> int:

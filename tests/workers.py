@@ -122,12 +122,19 @@ def queued_messages(
             client.close()
     connection = pika.BlockingConnection(pika.URLParameters(env["RABBITMQ_URL"]))
     try:
-        channel = connection.channel()
-        return sum(
-            channel.queue_declare(queue, passive=True).method.message_count for queue in queues
-        )
+        return sum(_message_count(connection, queue) for queue in queues)
     finally:
         connection.close()
+
+
+def _message_count(connection: pika.BlockingConnection, queue: str) -> int:
+    """The messages in ``queue``; none in a queue not declared (yet)."""
+    try:
+        return int(connection.channel().queue_declare(queue, passive=True).method.message_count)
+    except pika.exceptions.ChannelClosedByBroker as e:
+        if e.reply_code != 404:
+            raise
+        return 0
 
 
 def dead_letters(env: Mapping[str, str]) -> int:

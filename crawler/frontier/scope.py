@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from crawler import metrics
+from crawler.brokers.rabbitmq import MAX_PRIORITY
 from crawler.errors import shown
 from crawler.links.canonical import canonical_url
 from crawler.links.sites import site_of
@@ -118,10 +119,6 @@ def child_arguments(
     if sitemap:
         kwargs["sitemap"] = True
     return kwargs
-
-
-#: The highest message priority: the queues' ``x-max-priority`` on RabbitMQ.
-MAX_PRIORITY = 10
 
 
 def priority(depth: int, options: CrawlOptions) -> int | None:
