@@ -47,6 +47,11 @@ class SiteServer:
     #: Seconds every answer waits, so a crawl is still running when a test intervenes.
     delay: float = 0.0
 
+    #: Requests waiting out ``delay`` right now (before any byte of the answer is sent,
+    #: so within the time the crawler holds the request open), and the most at once.
+    in_flight: int = 0
+    peak_in_flight: int = 0
+
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -72,8 +77,14 @@ class SiteServer:
     def record(self, path: str, host: str = "", user_agent: str = "") -> int:
         with self._lock:
             self.requests.append(Request(path, time.monotonic(), host, user_agent, time.time()))
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             self._lock.notify_all()
             return sum(request.path == path for request in self.requests)
+
+    def answered(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     def wait_for_requests(self, count: int, *, timeout: float = 30) -> None:
         with self._lock:
@@ -97,7 +108,10 @@ def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
             nth = server.record(
                 self.path, self.headers.get("Host", ""), self.headers.get("User-Agent", "")
             )
-            time.sleep(server.delay)
+            try:
+                time.sleep(server.delay)
+            finally:
+                server.answered()
             behavior = server.behaviors.get(self.path)
             if behavior is not None:
                 behavior(self, nth)
@@ -147,3 +161,48 @@ def generate_site(
 
 def page_path(i: int) -> str:
     return f"/page/{i}.html"
+
+
+@dataclass(frozen=True)
+class DepthSite:
+    """A site for breadth-first ordering: the seed links to one fast depth-1 page, which
+    leads to ``wide`` depth-2 pages of ``fanout`` depth-3 pages each, and to ``slow``
+    depth-1 pages whose first answer takes ``stall`` seconds (past the crawler's fetch
+    deadline: they come back as retries, while the deeper pages are queued)."""
+
+    seed: str
+    slow: int
+    depth_3: int
+
+
+def depth_site(
+    server: SiteServer, *, slow: int = 5, wide: int = 20, fanout: int = 15, stall: float = 1.0
+) -> DepthSite:
+    base = server.base_url
+    server.pages["/d0.html"] = html(
+        base + "/d1/fast.html", *(f"{base}/d1/slow/{i}.html" for i in range(slow))
+    )
+    server.pages["/d1/fast.html"] = html(*(f"{base}/d2/{j}.html" for j in range(wide)))
+    for j in range(wide):
+        server.pages[f"/d2/{j}.html"] = html(
+            *(f"{base}/d3/{j * fanout + k}.html" for k in range(fanout))
+        )
+    for n in range(wide * fanout):
+        server.pages[f"/d3/{n}.html"] = html()
+
+    def stalls_once(handler: BaseHTTPRequestHandler, nth: int) -> None:
+        if nth == 1:
+            time.sleep(stall)  # the crawler has given up this try by now: no answer
+            handler.close_connection = True
+        else:
+            send(handler, html())
+
+    for i in range(slow):
+        server.behaviors[f"/d1/slow/{i}.html"] = stalls_once
+    return DepthSite(base + "/d0.html", slow, wide * fanout)
+
+
+def overtaken(requests: list[Request]) -> int:
+    """Depth-3 pages fetched before the last depth-1 page was (its last request)."""
+    last = max(i for i, request in enumerate(requests) if request.path.startswith("/d1/"))
+    return sum(request.path.startswith("/d3/") for request in requests[:last])

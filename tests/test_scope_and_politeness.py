@@ -1,0 +1,367 @@
+"""Scope and politeness options on real workers: sitemaps, URL patterns, same site,
+per-host budgets and concurrency, breadth first; each checked against the test
+server's own log, and against what ``--local`` does with the same options."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import subprocess
+import sys
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.site_server import (
+    Page,
+    SiteServer,
+    depth_site,
+    generate_site,
+    html,
+    overtaken,
+    page_path,
+)
+from tests.support import FAST_FAILURES, read_records, wait_for_crawl
+from tests.workers import PROJECT_ROOT, WorkerProcesses, environment
+
+#: Host names the tests crawl, all served on 127.0.0.1 (``tests/hosts/sitecustomize.py``),
+#: by the prefix of each path: ``/www/...`` is www.example.co.uk's.
+HOSTS = {
+    "www": "www.example.co.uk",
+    "blog": "blog.example.co.uk",
+    "a": "a.github.io",
+    "b": "b.github.io",
+    "other": "other.test",
+}
+
+
+def with_hosts(env: dict[str, str]) -> dict[str, str]:
+    """``env``, with the names of ``HOSTS`` resolving to 127.0.0.1."""
+    return {
+        **env,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "hosts"), str(PROJECT_ROOT)]),
+        "TEST_HOSTS": ",".join(HOSTS.values()),
+    }
+
+
+def local_crawl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crawler.example", "--local", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def workers(rabbitmq_env: dict[str, str]) -> Iterator[tuple[dict[str, str], WorkerProcesses]]:
+    """RabbitMQ workers that resolve the test's host names, stopped cleanly after."""
+    env = with_hosts(environment(**rabbitmq_env, **FAST_FAILURES))
+    processes = WorkerProcesses(env, processes=1, threads=4)
+    yield env, processes
+    assert processes.stop() == 0
+
+
+def crawled_with_workers(env: dict[str, str], output: Path, *args: str) -> set[str]:
+    waiting = wait_for_crawl(env, *args, "--output", str(output))
+    stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, stdout + stderr
+    return fetched_urls(output)
+
+
+def crawled_locally(env: dict[str, str], output: Path, *args: str) -> set[str]:
+    done = local_crawl(env, *args, "--output", str(output))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return fetched_urls(output)
+
+
+def fetched_urls(output: Path) -> set[str]:
+    return {r["url"] for r in read_records(output) if r["outcome"] in ("crawled", "not-html")}
+
+
+# --- include, exclude, same site -------------------------------------------------------
+
+
+def multi_host_site(server: SiteServer) -> dict[str, list[str]]:
+    """Five pages on each host of ``HOSTS``, in a chain; each host's first page links
+    to every other host's, its second to a printable copy of itself (``?print=1``).
+    Returns each URL's links (the site's graph, for the reference sets)."""
+    port = urlsplit(server.base_url).port
+
+    def url(prefix: str, path: str) -> str:
+        return f"http://{HOSTS[prefix]}:{port}/{prefix}/{path}"
+
+    graph: dict[str, list[str]] = {}
+    for prefix in HOSTS:
+        for i in range(5):
+            links = [url(prefix, f"{i + 1}.html")] if i < 4 else []
+            if i == 0:
+                links += [url(other, "0.html") for other in HOSTS if other != prefix]
+            if i == 1:
+                links.append(url(prefix, "1.html?print=1"))
+                server.pages[f"/{prefix}/1.html?print=1"] = html()
+                graph[url(prefix, "1.html?print=1")] = []
+            server.pages[f"/{prefix}/{i}.html"] = html(*links)
+            graph[url(prefix, f"{i}.html")] = links
+    return graph
+
+
+def reachable(graph: dict[str, list[str]], seed: str, allowed: Callable[[str], bool]) -> set[str]:
+    """The seed and every URL reached from it through links ``allowed`` says yes to."""
+    seen, queue = {seed}, deque([seed])
+    while queue:
+        for link in graph[queue.popleft()]:
+            if link not in seen and allowed(link):
+                seen.add(link)
+                queue.append(link)
+    return seen
+
+
+def host(url: str) -> str:
+    return urlsplit(url).hostname or ""
+
+
+def test_patterns_and_same_site_follow_exactly_the_reference_sets(
+    site: SiteServer,
+    workers: tuple[dict[str, str], WorkerProcesses],
+    tmp_path: Path,
+) -> None:
+    env, _ = workers
+    graph = multi_host_site(site)
+    www = next(url for url in graph if host(url) == HOSTS["www"] and url.endswith("/0.html"))
+    github_a = www.replace("www.example.co.uk", "a.github.io").replace("/www/", "/a/")
+    cases = {
+        # the seed's registrable domain, example.co.uk: its two hosts
+        "same-site": (
+            [www, "--same-site"],
+            lambda url: host(url) in ("www.example.co.uk", "blog.example.co.uk"),
+        ),
+        # github.io is a public suffix: a.github.io is a site of its own
+        "same-site-github": ([github_a, "--same-site"], lambda url: host(url) == "a.github.io"),
+        "patterns": (
+            [www, "--include", "/(www|blog|a)/", "--exclude", r"print=1$"],
+            lambda url: re.search("/(www|blog|a)/", url) is not None and "print=1" not in url,
+        ),
+        "both": (
+            [www, "--same-site", "--exclude", "/blog/[34]"],
+            lambda url: (
+                host(url).endswith(".example.co.uk")
+                and "/blog/3" not in url
+                and "/blog/4" not in url
+            ),
+        ),
+    }
+    for name, (args, allowed) in cases.items():
+        expected = reachable(graph, args[0], allowed)
+        assert 1 < len(expected) < len(graph), name  # each case leaves some pages out
+        with_workers = crawled_with_workers(env, tmp_path / f"{name}.jsonl", *args)
+        assert with_workers == expected, name
+        assert crawled_locally(env, tmp_path / f"{name}-local.jsonl", *args) == expected, name
+
+
+def test_max_pages_per_host_fetches_that_many_of_each_host(
+    site: SiteServer,
+    workers: tuple[dict[str, str], WorkerProcesses],
+    tmp_path: Path,
+) -> None:
+    env, _ = workers
+    graph = multi_host_site(site)
+    www = next(url for url in graph if host(url) == HOSTS["www"] and url.endswith("/0.html"))
+    args = [www, "--max-pages-per-host", "3", "--same-site"]
+    for output in (tmp_path / "workers.jsonl", tmp_path / "local.jsonl"):
+        if output.name == "workers.jsonl":
+            waiting = wait_for_crawl(env, *args, "--output", str(output))
+            stdout, stderr = waiting.communicate(timeout=60)
+            assert waiting.returncode == 0, stdout + stderr
+        else:
+            done = local_crawl(env, *args, "--output", str(output))
+            assert done.returncode == 0, done.stdout + done.stderr
+            stdout = done.stdout
+        per_host = Counter(host(url) for url in fetched_urls(output))
+        # Both hosts of the site have more than 3 pages within reach of any 3 fetched.
+        assert per_host == {"www.example.co.uk": 3, "blog.example.co.uk": 3}, output.name
+        assert "over the page budget" in stdout
+
+
+# --- sitemaps -----------------------------------------------------------------------------
+
+
+def sitemap_site(server: SiteServer) -> set[str]:
+    """robots.txt -> a sitemap index -> an XML sitemap, a gzip one and a text one, and
+    one on another site; pages no page links to.  Returns the orphan pages' paths."""
+    base = server.base_url
+    other = base.replace("127.0.0.1", HOSTS["other"])
+
+    def urlset(*urls: str) -> bytes:
+        entries = "".join(f"<url><loc>{url}</loc></url>" for url in urls)
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
+        ).encode()
+
+    orphans = {f"/orphan/{i}.html" for i in range(12)}
+    for path in orphans:
+        server.pages[path] = html()
+    server.pages["/"] = html()
+    server.pages["/robots.txt"] = Page(
+        f"User-agent: *\nAllow: /\nSitemap: {base}/sitemaps/index.xml\n".encode(),
+        content_type="text/plain",
+    )
+    index = "".join(
+        f"<sitemap><loc>{url}</loc></sitemap>"
+        for url in (
+            f"{base}/sitemaps/one.xml",
+            f"{base}/sitemaps/two.xml.gz",
+            f"{base}/sitemaps/three.txt",
+            f"{other}/other/sitemap.xml",  # another site's: not followed
+        )
+    )
+    server.pages["/sitemaps/index.xml"] = Page(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex'
+        f' xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{index}</sitemapindex>'.encode(),
+        content_type="application/xml",
+    )
+    server.pages["/sitemaps/one.xml"] = Page(
+        urlset(*(f"{base}/orphan/{i}.html" for i in range(5)), f"{other}/other/page.html"),
+        content_type="application/xml",
+    )
+    server.pages["/sitemaps/two.xml.gz"] = Page(
+        gzip.compress(urlset(*(f"{base}/orphan/{i}.html" for i in range(5, 10)))),
+        content_type="application/x-gzip",
+    )
+    server.pages["/sitemaps/three.txt"] = Page(
+        "".join(f"{base}/orphan/{i}.html\n" for i in range(10, 12)).encode(),
+        content_type="text/plain",
+    )
+    server.pages["/other/sitemap.xml"] = Page(urlset(f"{other}/other/page.html"))
+    server.pages["/other/page.html"] = html()
+    return orphans
+
+
+SITEMAPS = {"/robots.txt", "/sitemaps/index.xml", "/sitemaps/one.xml"}
+SITEMAPS |= {"/sitemaps/two.xml.gz", "/sitemaps/three.txt"}
+
+
+def test_sitemaps_seed_every_listed_page_once_and_stay_on_the_site(
+    site: SiteServer,
+    workers: tuple[dict[str, str], WorkerProcesses],
+    tmp_path: Path,
+) -> None:
+    env, _ = workers
+    orphans = sitemap_site(site)
+    for run in ("workers", "local"):
+        site.requests.clear()
+        output = tmp_path / f"{run}.jsonl"
+        args = [site.url("/"), "--sitemaps", "--output", str(output)]
+        if run == "workers":
+            waiting = wait_for_crawl(env, *args)
+            stdout, stderr = waiting.communicate(timeout=60)
+            assert waiting.returncode == 0, stdout + stderr
+        else:
+            done = local_crawl(env, *args)
+            assert done.returncode == 0, done.stdout + done.stderr
+            stdout = done.stdout
+        counts = site.fetch_counts()
+        assert counts == Counter({"/": 1, **dict.fromkeys(orphans | SITEMAPS, 1)}), run
+        assert not any(path.startswith("/other/") for path in counts), run
+        records = read_records(output)
+        assert {r["url"].removeprefix(site.base_url) for r in records} == {"/"} | orphans | SITEMAPS
+        assert "5 sitemaps read" in stdout, stdout
+        assert ", 0 failed" in stdout
+
+
+def test_without_robots_sitemap_lines_the_well_known_sitemap_is_read_and_none_is_no_error(
+    tmp_path: Path,
+) -> None:
+    with_sitemap, bare = SiteServer().start(), SiteServer().start()
+    try:
+        with_sitemap.pages["/"] = bare.pages["/"] = html()
+        with_sitemap.pages["/sitemap.xml"] = Page(
+            b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + f"<url><loc>{with_sitemap.url('/p.html')}</loc></url></urlset>".encode()
+        )
+        with_sitemap.pages["/p.html"] = html()
+        done = local_crawl(environment(), with_sitemap.url("/"), bare.url("/"), "--sitemaps", "-v")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert with_sitemap.fetch_counts() == Counter(
+            {"/": 1, "/robots.txt": 1, "/sitemap.xml": 1, "/p.html": 1}
+        )
+        assert bare.fetch_counts() == Counter({"/": 1, "/robots.txt": 1, "/sitemap.xml": 1})
+        assert ", 0 failed" in done.stdout
+    finally:
+        with_sitemap.stop()
+        bare.stop()
+
+
+# --- per-host concurrency -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "redis"])
+def test_max_per_host_2_keeps_two_requests_in_flight_at_most_and_loses_nothing(
+    request: pytest.FixtureRequest, broker: str, site: SiteServer
+) -> None:
+    env = environment(**request.getfixturevalue(f"{broker}_env"), **FAST_FAILURES)
+    site.pages.update(generate_site(site.base_url, pages=30, links_per_page=3))
+    site.delay = 0.2
+    workers = WorkerProcesses(env, processes=2, threads=8)
+    try:
+        peaks = {}
+        for args in ([], ["--max-per-host", "2"]):
+            site.requests.clear()
+            site.peak_in_flight = 0
+            waiting = wait_for_crawl(env, site.url(page_path(0)), *args)
+            stdout, stderr = waiting.communicate(timeout=90)
+            assert waiting.returncode == 0, stdout + stderr
+            assert site.fetch_counts() == Counter({page_path(i): 1 for i in range(30)})
+            peaks[" ".join(args) or "none"] = site.peak_in_flight
+    finally:
+        assert workers.stop() == 0
+    print(f"{broker}: requests in flight at once, at most: {peaks}")
+    assert peaks["--max-per-host 2"] == 2
+    assert peaks["none"] > 2  # without the option the same crawl goes wider
+
+
+# --- breadth first ------------------------------------------------------------------------
+
+#: Slow pages' first answers outlast the fetch deadline; their retries come back soon.
+STALLING = {"CRAWLER_FETCH_DEADLINE": "0.3", "CRAWLER_MIN_BACKOFF_MS": "200"}
+
+
+@pytest.mark.parametrize("where", ["rabbitmq", "local"])
+def test_breadth_first_fetches_slow_shallow_pages_before_most_deeper_ones(
+    request: pytest.FixtureRequest, where: str, memcached: object
+) -> None:
+    env = environment(**STALLING)
+    if where == "rabbitmq":
+        env.update(request.getfixturevalue("rabbitmq_env"))
+    figures = {}
+    for args in ([], ["--breadth-first"]):
+        server = SiteServer().start()
+        try:
+            depth = depth_site(server)
+            if where == "local":
+                done = local_crawl(env, depth.seed, "--threads", "2", *args)
+                assert done.returncode == 0, done.stdout + done.stderr
+            else:
+                waiting = wait_for_crawl(env, depth.seed, *args)
+                workers = WorkerProcesses(env, processes=1, threads=2)
+                try:
+                    stdout, stderr = waiting.communicate(timeout=90)
+                finally:
+                    assert workers.stop() == 0
+                assert waiting.returncode == 0, stdout + stderr
+            figures[" ".join(args) or "arrival order"] = overtaken(server.requests)
+        finally:
+            server.stop()
+    print(f"{where}: of {depth.depth_3} depth-3 pages, fetched before the last depth-1 page:")
+    print(f"  {figures}")
+    # A retry that comes back first is still behind what the worker holds already:
+    # Dramatiq's prefetch (2 a thread) and the fetches in flight, 6 a slow page here.
+    assert figures["--breadth-first"] <= depth.slow * 6
+    assert figures["arrival order"] > 2 * figures["--breadth-first"]
