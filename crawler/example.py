@@ -352,6 +352,12 @@ def main(args: list[str]) -> int:
         records_without_links=arguments.wait and arguments.output is None,
     )
     seeds = seed_messages(arguments.urls, crawl_options)
+    if crawl_options.breadth_first and uses_redis() and not arguments.local:
+        print(
+            "note: --breadth-first orders messages on RabbitMQ and with --local; Redis keeps"
+            " them in arrival order",
+            file=sys.stderr,
+        )
     if arguments.local and arguments.crawl_id:
         parser.error("--crawl-id works with workers only")
     if arguments.local:

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+
 from benchmarks.measuring.accounting import (
     children,
     cpu_seconds,
@@ -35,6 +37,7 @@ from benchmarks.measuring.workers import (
     start_workers,
     stop,
 )
+from crawler.environment import rabbitmq_url
 
 
 def crawl_with_workers(
@@ -47,6 +50,7 @@ def crawl_with_workers(
     options: tuple[str, ...] = (),
     exits: tuple[int, ...] = (0,),
     samples: Path | None = None,
+    plain_queues: bool = False,
 ) -> dict[str, Any]:
     """Workers (``dramatiq crawler.example``) crawl from ``seed``, seeded with ``--wait``.
 
@@ -64,10 +68,14 @@ def crawl_with_workers(
         as the Python docs' one broken link does).
       samples(Path): A directory where py-spy writes the stacks of each worker process
         while it holds the GIL (``<pid>.txt``, py-spy's raw format), or None.
+      plain_queues(bool): RabbitMQ's queues declared before without priorities (as by
+        a crawler from before them), not with them as the crawler declares them.
     """
     env = broker_env(broker, dramatiq_prom_db=str(tmp / f"prom-{broker}"))
     Path(env["dramatiq_prom_db"]).mkdir()
     flush_services(env)
+    if plain_queues:
+        declare_plain_queues()
     workers = start_workers(env, "crawler.example", processes=processes, threads=threads)
     pids = children(workers.pid)
     services = service_pids()
@@ -122,6 +130,13 @@ def crawl_with_workers(
         },
         "peak_worker_rss_mib": rss,
     }
+
+
+def declare_plain_queues() -> None:
+    """The crawler's RabbitMQ queues, declared as Dramatiq does without priorities."""
+    broker = RabbitmqBroker(url=rabbitmq_url())
+    broker.declare_queue("default", ensure=True)
+    broker.close()
 
 
 def sample_stacks(pid: int, output: Path) -> subprocess.Popen[bytes]:

@@ -319,7 +319,7 @@ def send_claimed(
                 actor_name=actor.actor_name,
                 args=(url,),
                 kwargs=kwargs,
-                options=options,
+                options=dict(options),
                 message_id=children[key],
             )
             actor.broker.enqueue(message)
