@@ -103,12 +103,14 @@ def cost(repeat: int, pages: int) -> int:
     rounds: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as work:
         tmp = Path(work)
+        tmp.chmod(0o755)  # nginx's workers read the site
         port = free_port()
+        (tmp / "site").mkdir()
         write_site(tmp / "site", f"http://127.0.0.1:{port}", pages, 10)
         with serve(tmp / "site", port, state=tmp):
             for round_ in range(repeat):
-                for name, settings in COSTS.items():
-                    prefix = tmp / f"{round_}-{len(rounds.get(name, []))}-{name[:5]}"
+                for kind, (name, settings) in enumerate(COSTS.items()):
+                    prefix = tmp / f"{round_}-{kind}"
                     prefix.mkdir()
                     seed = f"http://127.0.0.1:{port}/page/0.html"
                     outcome = crawl_with_workers(

@@ -148,8 +148,12 @@ def crawl(
     if verdict == politeness.DISALLOWED:
         logger.warning("Skipping URL %r since robots.txt disallows it.", url)
         return records.skipped_record(url, DISALLOWED)
-    slot = politeness.host_slot(memcache_pool, url, crawl_options)  # --max-per-host
-    if verdict == politeness.RATE_LIMITED or slot is None:
+    slot = (  # --max-per-host: one of the host's places for a fetch in flight
+        None
+        if verdict == politeness.RATE_LIMITED
+        else politeness.host_slot(memcache_pool, url, crawl_options)
+    )
+    if slot is None:  # over --max-rate, or the host's places all taken
         claims.defer(crawl.broker, message, delay=politeness.defer_delay())
         return records.skipped_record(url, DEFERRED)
     if sitemap:  # --sitemaps: a sitemap to read (or robots.txt, naming them), not a page

@@ -322,6 +322,14 @@ def test_max_per_host_2_keeps_two_requests_in_flight_at_most_and_loses_nothing(
             peaks[" ".join(args) or "none"] = site.peak_in_flight
     finally:
         assert workers.stop() == 0
+    if broker == "rabbitmq":  # and --local, its 8 threads sharing the process's store
+        site.requests.clear()
+        site.peak_in_flight = 0
+        done = local_crawl(env, site.url(page_path(0)), "--max-per-host", "2")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert site.fetch_counts() == Counter({page_path(i): 1 for i in range(30)})
+        peaks["--local --max-per-host 2"] = site.peak_in_flight
+        assert site.peak_in_flight == 2
     print(f"{broker}: requests in flight at once, at most: {peaks}")
     assert peaks["--max-per-host 2"] == 2
     assert peaks["none"] > 2  # without the option the same crawl goes wider
@@ -361,7 +369,83 @@ def test_breadth_first_fetches_slow_shallow_pages_before_most_deeper_ones(
             server.stop()
     print(f"{where}: of {depth.depth_3} depth-3 pages, fetched before the last depth-1 page:")
     print(f"  {figures}")
-    # A retry that comes back first is still behind what the worker holds already:
-    # Dramatiq's prefetch (2 a thread) and the fetches in flight, 6 a slow page here.
-    assert figures["--breadth-first"] <= depth.slow * 6
-    assert figures["arrival order"] > 2 * figures["--breadth-first"]
+    # In arrival order the retries wait behind every deeper page queued meanwhile.
+    assert figures["arrival order"] >= depth.depth_3 * 0.8
+    # Breadth first, deeper pages go only while the retries wait out their backoff
+    # (the slow pages fail one after the other, over about a second here) and past
+    # what a worker holds already: Dramatiq's prefetch (2 a thread), fetches in flight.
+    assert figures["--breadth-first"] < figures["arrival order"] / 3
+
+
+# --- the parts, without services ----------------------------------------------------------
+
+
+def test_sitemap_formats_are_read_and_a_gzip_bomb_is_refused() -> None:
+    from crawler.errors import PermanentError
+    from crawler.links.sitemaps import sitemap_links
+
+    atom = (
+        b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+        b'<entry><title>e</title><link href="http://a.test/atom"/></entry></feed>'
+    )
+    rss = (
+        b'<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>'
+        b"<item><title>i</title><link>http://a.test/rss</link></item></channel></rss>"
+    )
+    text = b"\xef\xbb\xbfhttp://a.test/one\n\nnot a url\nhttp://a.test/two\n"
+    two_members = gzip.compress(b"http://a.test/x\n") + gzip.compress(b"http://a.test/y\n")
+    assert sitemap_links(atom, "http://a.test/feed", 10**6) == (["http://a.test/atom"], [])
+    assert sitemap_links(rss, "http://a.test/rss.xml", 10**6) == (["http://a.test/rss"], [])
+    assert sitemap_links(text, "http://a.test/s.txt", 10**6) == (
+        ["http://a.test/one", "http://a.test/two"],
+        [],
+    )
+    assert sitemap_links(two_members, "http://a.test/s.gz", 10**6)[0] == [
+        "http://a.test/x",
+        "http://a.test/y",
+    ]
+    with pytest.raises(PermanentError, match="over 100000 bytes once decompressed"):
+        sitemap_links(gzip.compress(b"\n" * 10**7), "http://a.test/bomb.gz", 10**5)
+    assert sitemap_links(b"<?xml version='1.0'?><urlset><url><loc>", "http://a.test/", 10) == (
+        [],
+        [],
+    )
+
+
+def test_sites_are_registrable_domains_from_the_bundled_list() -> None:
+    from crawler.links.sites import site_of
+
+    assert site_of("blog.example.co.uk") == site_of("www.example.co.uk") == "example.co.uk"
+    assert site_of("a.github.io") == "a.github.io" != site_of("b.github.io")
+    assert site_of("WWW.Python.ORG.") == "python.org"
+    assert site_of("127.0.0.1") == "127.0.0.1"
+    assert site_of("localhost") == "localhost"
+
+
+def test_the_new_options_travel_in_messages_and_bad_ones_are_refused_on_the_command_line() -> None:
+    from crawler.options import CrawlOptions
+
+    options = CrawlOptions(
+        crawl_id="c",
+        include=("/docs/",),
+        exclude=("print",),
+        allowed_sites=("example.co.uk",),
+        max_per_host=2,
+        max_pages_per_host=5,
+        sitemaps=True,
+        breadth_first=True,
+    )
+    message = options.to_message()
+    assert message is not None and message["include"] == ["/docs/"]
+    assert CrawlOptions.from_message(message) == options
+    assert options.allows_url("http://blog.example.co.uk/docs/a")
+    assert not options.allows_url("http://blog.example.co.uk/docs/a?print=1")
+    assert not options.allows_url("http://blog.example.co.uk/blog/")
+    assert not options.allows_url("http://example.com/docs/")
+    for bad, said in (
+        (["--include", "(unclosed"], "is not a regular expression"),
+        (["--max-per-host", "0"], "is not a whole number above zero"),
+        (["--max-pages-per-host", "x"], "is not a whole number above zero"),
+    ):
+        done = local_crawl(environment(), "http://127.0.0.1:9/", *bad)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
