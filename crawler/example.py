@@ -11,10 +11,10 @@ import logging
 import re
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from threading import local
 from typing import Any
-from urllib.parse import urlsplit
 
 import dramatiq
 import pylibmc
@@ -40,6 +40,7 @@ from crawler.environment import (
 from crawler.errors import PermanentError
 from crawler.failures import reports_failures
 from crawler.fetching import fetch, is_html, new_session, read_body
+from crawler.fetching.network_guard import check_hop
 from crawler.following import record_queue, records, seeder
 from crawler.following.bookkeeping import keep_books
 from crawler.following.records import Record, RecordFile
@@ -114,12 +115,14 @@ def crawl(
     depth: int = 0,
     options: dict[str, Any] | None = None,
     via_public: bool = False,
-    sitemap: bool = False,
+    sitemap: int = 0,
+    listed: dict[str, list[str]] | None = None,
 ) -> Record:
     crawl_options = CrawlOptions.from_message(options)
     message = claims.current_message(crawl, url)
     with memcache_pool.reserve() as client:
-        added = claims.claim(client, url, message.message_id, crawl_options.crawl_id, lifetimes)
+        claimed = claims.claim_name(url, sitemap)  # the URL (a sitemap's: marked as one)
+        added = claims.claim(client, claimed, message.message_id, crawl_options.crawl_id, lifetimes)
         if added == claims.CANCELLED:
             logger.warning("Skipping URL %r since its crawl was cancelled.", url)
             return records.skipped_record(url, CANCELLED)
@@ -127,12 +130,18 @@ def crawl(
             logger.warning("URL %r has already been visited. Skipping...", url)
             return records.skipped_record(url, DUPLICATE)
         first_delivery = claims.bound_deliveries(client, message, limits.max_deliveries, lifetimes)
-        spent = not sitemap and politeness.over_budget(
-            client, crawl_options, url, first_delivery, lifetimes.grace
+        spent = (
+            None
+            if sitemap
+            else politeness.over_budget(client, crawl_options, url, first_delivery, lifetimes.grace)
         )
         if spent:
             logger.warning("Skipping URL %r since %s page budget is spent.", url, spent)
             return records.skipped_record(url, OVER_BUDGET)
+
+    if listed is not None:  # --sitemaps: a part of a long sitemap's URLs, to send on
+        sent = send_listed(message, sitemap, listed, options, via_public, first_delivery)
+        return records.sitemap_record(url, listed["pages"], listed["sitemaps"], sitemap, sent, 0)
 
     session = get_session()
     with memcache_pool.reserve() as client:
@@ -157,8 +166,9 @@ def crawl(
         claims.defer(crawl.broker, message, delay=politeness.defer_delay())
         return records.skipped_record(url, DEFERRED)
     if sitemap:  # --sitemaps: a sitemap to read (or robots.txt, naming them), not a page
-        with slot:
-            return read_sitemap(session, message, url, depth, options, via_public, first_delivery)
+        return read_sitemap(
+            session, message, url, sitemap, slot, options, via_public, first_delivery
+        )
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
@@ -201,66 +211,135 @@ def crawl(
     return records.page_record(url, response, anchors, depth, sent, dropped_links, stored)
 
 
+#: How deep sitemaps nest at most: robots.txt (1), the sitemap index it names (2), its
+#: sitemaps (3), and one more for a nested index (which the protocol forbids).
+MAX_SITEMAP_LEVEL = 4
+#: What a sitemap lists, as a part of a long one carries it (``listed``).
+KINDS = ("pages", "sitemaps")
+
+
 def read_sitemap(
     session: requests.Session,
     message: dramatiq.Message[Any],
     url: str,
-    depth: int,
+    level: int,
+    slot: AbstractContextManager[Any],
     options: dict[str, Any] | None,
     via_public: bool,
     first_delivery: bool,
 ) -> Record:
-    """``--sitemaps``: send each page and each sitemap the sitemap at ``url`` lists as
-    a message of its own.  A site's robots.txt stands for the sitemaps its ``Sitemap:``
-    lines name, else for ``/sitemap.xml``, read right here (none there is no error)."""
+    """``--sitemaps``: send each page and each sitemap that the sitemap at ``url`` lists
+    as a message of its own (``slot`` held while it is fetched).  A site's robots.txt
+    (``level`` 1) stands for the sitemaps its ``Sitemap:`` lines name, else for
+    ``/sitemap.xml``, read right here (none there is no error); sitemaps nest
+    ``MAX_SITEMAP_LEVEL`` deep at most."""
     crawl_options = CrawlOptions.from_message(options)
     logger.info("Reading sitemap %r...", url)
-    if urlsplit(url).path == "/robots.txt":
-        with memcache_pool.reserve() as client:
-            robots = politeness.robots_for(
-                client, session, url, crawl_options.user_agent, limits=limits, via_public=via_public
-            )
-        pages: list[str] = []
-        maps, public, listed_by = list(robots.sitemaps), via_public, url
-        if not maps:
-            listed_by = sitemaps.well_known(url)
-            pages, maps, public = fetch_sitemap(session, listed_by, crawl_options, via_public)
+    pages: list[str] = []
+    if level == 1:
+        with slot:
+            with memcache_pool.reserve() as client:
+                agent = crawl_options.user_agent
+                robots = politeness.robots_for(
+                    client, session, url, agent, limits=limits, via_public=via_public
+                )
+            maps, listed_by = list(robots.sitemaps), url
+            public = check_hop(url, via_public)  # robots.txt's host, as a page's hop
+            fallback = sitemaps.well_known(url)
+            if not maps and robots_allow(robots, fallback, crawl_options):
+                pages, maps, public = fetch_sitemap(session, fallback, crawl_options, public, True)
+                listed_by = fallback
     else:
-        pages, maps, public = fetch_sitemap(session, url, crawl_options, via_public)
+        with slot:
+            pages, maps, public = fetch_sitemap(session, url, crawl_options, via_public, False)
         listed_by = url
     links, sitemap_urls, dropped = sitemap_links_to_follow(listed_by, pages, maps, crawl_options)
     dropped_links = report_dropped(url, dropped)
+    if sitemap_urls and level >= MAX_SITEMAP_LEVEL:
+        logger.warning("Not reading the %d sitemaps %r lists: nested too deep.", len(maps), url)
+        sitemap_urls = []
+    # Sent from here: as many URLs as a page's links at most, the rest in parts, each a
+    # message carrying its URLs (sending 50,000 would outlast the actor's time limit).
+    size = limits.max_links_per_page
+    listed = [*((link, "pages") for link in links), *((link, "sitemaps") for link in sitemap_urls)]
+    parts = [
+        {kind: [link for link, its in listed[i : i + size] if its == kind] for kind in KINDS}
+        for i in range(0, len(listed), size)
+    ] or [{kind: [] for kind in KINDS}]
+    sent = send_listed(message, level, parts[0], options, public, first_delivery)
+    with memcache_pool.reserve() as client:
+        for number, part in enumerate(parts[1:], start=1):
+            kwargs = child_arguments(-1, options, via_public=public, sitemap=level)
+            kwargs["listed"] = part
+            sent += claims.send_claimed(
+                client,
+                crawl,
+                message.message_id,
+                [f"{url}#part-{number}"],
+                kwargs,
+                crawl_options.crawl_id,
+                lifetimes,
+                first_delivery=first_delivery,
+                priority=priority(0, crawl_options),
+                sitemaps=True,
+            )
+    logger.info(
+        "Done reading sitemap %r. Found %d pages and %d sitemaps.", url, len(pages), len(maps)
+    )
+    return records.sitemap_record(url, links, sitemap_urls, level, sent, dropped_links)
+
+
+def send_listed(
+    message: dramatiq.Message[Any],
+    level: int,
+    listed: dict[str, list[str]],
+    options: dict[str, Any] | None,
+    public: bool,
+    first_delivery: bool,
+) -> list[str]:
+    """Send the pages (depth 0) and the sitemaps (nested a ``level`` deeper) that a
+    sitemap listed, each claimed; the ids of the messages sent.  Once ``--max-pages``
+    is spent, no page is."""
+    crawl_options = CrawlOptions.from_message(options)
     sent = []
     with memcache_pool.reserve() as client:
-        for urls, is_sitemap in ((links, False), (sitemap_urls, True)):
+        pages = [] if politeness.pages_spent(client, crawl_options) else listed["pages"]
+        for urls, sitemap in ((pages, 0), (listed["sitemaps"], level + 1)):
             sent += claims.send_claimed(
                 client,
                 crawl,
                 message.message_id,
                 urls,
-                child_arguments(-1, options, via_public=public, sitemap=is_sitemap),
+                child_arguments(-1, options, via_public=public, sitemap=sitemap),
                 crawl_options.crawl_id,
                 lifetimes,
                 first_delivery=first_delivery,
                 priority=priority(0, crawl_options),
+                sitemaps=bool(sitemap),
             )
-    logger.info(
-        "Done reading sitemap %r. Found %d pages and %d sitemaps.", url, len(pages), len(maps)
-    )
-    return records.sitemap_record(url, links, sitemap_urls, depth, sent, dropped_links)
+    return sent
+
+
+def robots_allow(robots: Any, url: str, crawl_options: CrawlOptions) -> bool:
+    """With ``--obey-robots``, whether robots.txt allows ``url``; without it, True."""
+    return not crawl_options.obey_robots or bool(robots.can_fetch(url, crawl_options.user_agent))
 
 
 def fetch_sitemap(
-    session: requests.Session, url: str, crawl_options: CrawlOptions, via_public: bool
+    session: requests.Session,
+    url: str,
+    crawl_options: CrawlOptions,
+    via_public: bool,
+    missing_ok: bool,
 ) -> tuple[list[str], list[str], bool]:
     """The pages and sitemaps the sitemap at ``url`` lists, and whether its fetch was
-    public; a sitemap ``/sitemap.xml`` that is not there (4xx) lists nothing."""
+    public; a sitemap not there (4xx) lists nothing when ``missing_ok``."""
     agent = crawl_options.user_agent
     try:
         with fetch(session, url, limits, agent, via_public=via_public) as fetched:
             body = read_body(fetched, limits)
     except PermanentError as e:
-        if e.status is None or urlsplit(url).path != sitemaps.WELL_KNOWN:
+        if e.status is None or not missing_ok:
             raise
         logger.info("No sitemap at %s (%s).", url, e)
         return [], [], via_public
@@ -404,7 +483,7 @@ def seed_messages(urls: list[str], crawl_options: CrawlOptions) -> list[dramatiq
     if crawl_options.sitemaps:
         robots = dict.fromkeys(politeness.origin(url) + "/robots.txt" for url in urls)
         messages += [
-            crawl.message_with_options(args=(url,), kwargs={**kwargs, "sitemap": True}, **extra)
+            crawl.message_with_options(args=(url,), kwargs={**kwargs, "sitemap": 1}, **extra)
             for url in robots
         ]
     return messages

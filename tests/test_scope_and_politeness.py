@@ -208,7 +208,7 @@ def sitemap_site(server: SiteServer) -> set[str]:
     orphans = {f"/orphan/{i}.html" for i in range(12)}
     for path in orphans:
         server.pages[path] = html()
-    server.pages["/"] = html()
+    server.pages["/"] = html(f"{base}/sitemaps/index.xml")  # a page linking a sitemap
     server.pages["/robots.txt"] = Page(
         f"User-agent: *\nAllow: /\nSitemap: {base}/sitemaps/index.xml\n".encode(),
         content_type="text/plain",
@@ -268,12 +268,57 @@ def test_sitemaps_seed_every_listed_page_once_and_stay_on_the_site(
             assert done.returncode == 0, done.stdout + done.stderr
             stdout = done.stdout
         counts = site.fetch_counts()
-        assert counts == Counter({"/": 1, **dict.fromkeys(orphans | SITEMAPS, 1)}), run
+        # The index is fetched twice: as the seed's link (not HTML), and as a sitemap.
+        expected = Counter({"/": 1, **dict.fromkeys(orphans | SITEMAPS, 1)})
+        assert counts == expected + Counter({"/sitemaps/index.xml": 1}), run
         assert not any(path.startswith("/other/") for path in counts), run
         records = read_records(output)
         assert {r["url"].removeprefix(site.base_url) for r in records} == {"/"} | orphans | SITEMAPS
         assert "5 sitemaps read" in stdout, stdout
         assert ", 0 failed" in stdout
+
+
+def test_a_long_sitemap_is_sent_on_in_parts_and_nested_indexes_stop(tmp_path: Path) -> None:
+    server = SiteServer().start()
+    try:
+        base = server.base_url
+        server.pages["/"] = html()
+
+        def index(*urls: str) -> Page:
+            entries = "".join(f"<sitemap><loc>{url}</loc></sitemap>" for url in urls)
+            return Page(
+                b'<?xml version="1.0"?><sitemapindex'
+                b' xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                + entries.encode()
+                + b"</sitemapindex>"
+            )
+
+        # robots.txt and its /sitemap.xml (1) -> index (2) -> index (3) -> index (4)
+        # -> a sitemap: not read
+        server.pages["/sitemap.xml"] = index(f"{base}/i2.xml", f"{base}/long.txt")
+        server.pages["/i2.xml"] = index(f"{base}/i3.xml")
+        server.pages["/i3.xml"] = index(f"{base}/i4.xml")
+        server.pages["/i4.xml"] = index(f"{base}/too-deep.txt")
+        server.pages["/too-deep.txt"] = Page(f"{base}/never.html\n".encode())
+        server.pages["/long.txt"] = Page("".join(f"{base}/p/{i}\n" for i in range(35)).encode())
+        for i in range(35):
+            server.pages[f"/p/{i}"] = html()
+        done = local_crawl(
+            environment(CRAWLER_MAX_LINKS_PER_PAGE="10"),
+            server.url("/"),
+            "--sitemaps",
+            "--output",
+            str(tmp_path / "out.jsonl"),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        counts = server.fetch_counts()
+        assert all(counts[f"/p/{i}"] == 1 for i in range(35)), counts
+        assert "/too-deep.txt" not in counts and "/never.html" not in counts
+        assert "nested too deep" in done.stderr
+        parts = {r["url"] for r in read_records(tmp_path / "out.jsonl") if "#part-" in r["url"]}
+        assert parts == {f"{base}/long.txt#part-{n}" for n in (1, 2, 3)}  # 10 + 3 x 10 (5)
+    finally:
+        server.stop()
 
 
 def test_without_robots_sitemap_lines_the_well_known_sitemap_is_read_and_none_is_no_error(

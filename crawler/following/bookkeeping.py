@@ -146,7 +146,8 @@ def settle(
             with pool.reserve() as client:
                 step = patiently(time.monotonic() + patience)
                 ending = claims.UNKNOWN
-                url, message_id, crawl_id = record["url"], message.message_id, options.crawl_id
+                url = claims.claim_name(record["url"], message.kwargs.get("sitemap", 0))
+                message_id, crawl_id = message.message_id, options.crawl_id
                 if outcome in OWN_ENDINGS:
                     ending = step(
                         lambda: claims.finish(client, url, message_id, crawl_id, lifetimes)

@@ -49,20 +49,23 @@ def replay(
     URL's claim is its message's again (``lifetimes`` long), to be finished anew."""
 
     def send_again(message: Message) -> None:
-        replays = int(message.options.get("replays", 0)) + 1
+        options = {"replays": int(message.options.get("replays", 0)) + 1}
+        if "broker_priority" in message.options:  # --breadth-first
+            options["broker_priority"] = message.options["broker_priority"]
         broker.enqueue(
             dramatiq.Message(
                 queue_name=q_name(message.queue_name),
                 actor_name=message.actor_name,
                 args=message.args,
                 kwargs=message.kwargs,
-                options={"replays": replays},
+                options=options,
                 message_id=message.message_id,
             )
         )
         owner = crawl_of(message)
         with pool.reserve() as client:
-            claims.reopen(client, message.args[0], message.message_id, owner, lifetimes)
+            name = claims.claim_name(message.args[0], message.kwargs.get("sitemap", 0))
+            claims.reopen(client, name, message.message_id, owner, lifetimes)
             if owner is not None:
                 counters.reopened(client, owner, message.message_id)
 

@@ -53,6 +53,16 @@ def current_message(actor: dramatiq.Actor[Any, Any], url: str) -> dramatiq.Messa
     return actor.message(url)
 
 
+#: Marks a sitemap's claim (``--sitemaps``): a page linking to a sitemap and the
+#: sitemap's own message each claim theirs, so neither hides the other.
+SITEMAP_MARK = "sitemap "
+
+
+def claim_name(url: str, sitemap: int | bool = False) -> str:
+    """What a message for ``url`` claims: the URL; for a sitemap, the URL marked so."""
+    return SITEMAP_MARK + url if sitemap else url
+
+
 def url_hash(url: str, crawl_id: str | None = None) -> str:
     """The key of a URL's claim in Memcached: as upstream the MD5 of the URL; for a
     seeded crawl 16 characters of its own digest, so that each crawl has its own
@@ -247,16 +257,19 @@ def send_claimed(
     *,
     first_delivery: bool = True,
     priority: int | None = None,
+    sitemaps: bool = False,
 ) -> list[str]:
     """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet (with the
-    broker ``priority``, when given); return the ids of the messages sent.
+    broker ``priority``, when given; claimed as sitemaps with ``sitemaps``); return
+    the ids of the messages sent.
 
     Most links of a page are claimed already, so one ``get_multi`` finds those and
     only the rest are looked up in the crawl's journal, then added (one ``add_multi``)
     and given message ids.  The new claims are journaled and counted in the crawl's
     counters before anything is sent.
     """
-    urls = list(dict.fromkeys(urls))
+    names = {claim_name(url, sitemaps): url for url in urls}  # what each message claims
+    urls = list(names)
     digests = {url: url_digest(url, crawl_id) for url in urls} if crawl_id is not None else {}
     keys = {(_key(digests[url]) if crawl_id is not None else url_hash(url)): url for url in urls}
     if not keys:
@@ -312,12 +325,12 @@ def send_claimed(
             journal.write(client, crawl_id, entries, lifetimes.grace)
     sent = []
     options = {} if priority is None else {"broker_priority": priority}
-    for key, url in keys.items():
+    for key, name in keys.items():
         if key in to_send:
             message: dramatiq.Message[Any] = dramatiq.Message(
                 queue_name=actor.queue_name,
                 actor_name=actor.actor_name,
-                args=(url,),
+                args=(names[name],),
                 kwargs=kwargs,
                 options=dict(options),
                 message_id=children[key],

@@ -121,8 +121,8 @@ def over_budget(
 ) -> str | None:
     """Count this URL against ``--max-pages-per-host``, then ``--max-pages``; which
     budget was already spent, or None.  A URL over its host's budget does not count
-    against the crawl's.  The counts live ``ttl`` seconds, refreshed with the crawl's
-    counters."""
+    against the crawl's.  The crawl's count lives ``ttl`` seconds, refreshed with the
+    crawl's counters; a host's lives ``ttl`` from the host's first page."""
     if options.crawl_id is None or not first_delivery:
         return None
     per_host, pages, crawl_id = options.max_pages_per_host, options.max_pages, options.crawl_id
@@ -131,6 +131,13 @@ def over_budget(
     if pages is not None and _count(client, budget_key(crawl_id), ttl) > pages:
         return CRAWL_BUDGET
     return None
+
+
+def pages_spent(client: Any, options: CrawlOptions) -> bool:
+    """Whether the crawl's ``--max-pages`` budget is spent already (read, not counted)."""
+    if options.max_pages is None or options.crawl_id is None:
+        return False
+    return int(client.get(budget_key(options.crawl_id)) or 0) >= options.max_pages
 
 
 def _count(client: Any, key: str, ttl: int) -> int:

@@ -106,18 +106,18 @@ def report_dropped(page_url: str, dropped: list[Dropped]) -> int:
 
 
 def child_arguments(
-    depth: int, options: dict[str, Any] | None, via_public: bool, *, sitemap: bool = False
+    depth: int, options: dict[str, Any] | None, via_public: bool, *, sitemap: int = 0
 ) -> dict[str, Any]:
     """The keyword arguments of a link's message: its depth, the crawl's options,
-    whether the page it was found on was public (for the network guard), and whether
-    it is a sitemap to read (``--sitemaps``)."""
+    whether the page it was found on was public (for the network guard), and, for a
+    sitemap to read (``--sitemaps``), how deep it is nested (robots.txt is 1)."""
     kwargs: dict[str, Any] = {"depth": depth + 1}
     if options:
         kwargs["options"] = options
     if via_public:
         kwargs["via_public"] = True
     if sitemap:
-        kwargs["sitemap"] = True
+        kwargs["sitemap"] = sitemap
     return kwargs
 
 

@@ -77,6 +77,8 @@ def gunzip(body: bytes, max_bytes: int) -> bytes:
         if len(out) > max_bytes:
             raise PermanentError(f"a gzip sitemap over {max_bytes} bytes once decompressed")
         body = decompressor.unused_data
+        if not body.strip(b"\0"):  # padding after the last member, as gzip(1) allows
+            break
     return bytes(out)
 
 
