@@ -52,6 +52,7 @@ from crawler.frontier.scope import (
     priority,
     report_dropped,
     sitemap_links_to_follow,
+    sitemap_parts,
 )
 from crawler.links import sitemaps
 from crawler.links.cleaning import clean_anchor
@@ -211,13 +212,6 @@ def crawl(
     return records.page_record(url, response, anchors, depth, sent, dropped_links, stored)
 
 
-#: How deep sitemaps nest at most: robots.txt (1), the sitemap index it names (2), its
-#: sitemaps (3), and one more for a nested index (which the protocol forbids).
-MAX_SITEMAP_LEVEL = 4
-#: What a sitemap lists, as a part of a long one carries it (``listed``).
-KINDS = ("pages", "sitemaps")
-
-
 def read_sitemap(
     session: requests.Session,
     message: dramatiq.Message[Any],
@@ -231,8 +225,7 @@ def read_sitemap(
     """``--sitemaps``: send each page and each sitemap that the sitemap at ``url`` lists
     as a message of its own (``slot`` held while it is fetched).  A site's robots.txt
     (``level`` 1) stands for the sitemaps its ``Sitemap:`` lines name, else for
-    ``/sitemap.xml``, read right here (none there is no error); sitemaps nest
-    ``MAX_SITEMAP_LEVEL`` deep at most."""
+    ``/sitemap.xml``, read right here (none there is no error)."""
     crawl_options = CrawlOptions.from_message(options)
     logger.info("Reading sitemap %r...", url)
     pages: list[str] = []
@@ -246,26 +239,20 @@ def read_sitemap(
             maps, listed_by = list(robots.sitemaps), url
             public = check_hop(url, via_public)  # robots.txt's host, as a page's hop
             fallback = sitemaps.well_known(url)
-            if not maps and robots_allow(robots, fallback, crawl_options):
+            if not maps and politeness.robots_allow(robots, fallback, crawl_options):
                 pages, maps, public = fetch_sitemap(session, fallback, crawl_options, public, True)
                 listed_by = fallback
     else:
         with slot:
             pages, maps, public = fetch_sitemap(session, url, crawl_options, via_public, False)
         listed_by = url
-    links, sitemap_urls, dropped = sitemap_links_to_follow(listed_by, pages, maps, crawl_options)
+    links, sitemap_urls, dropped = sitemap_links_to_follow(
+        listed_by, pages, maps, crawl_options, level
+    )
     dropped_links = report_dropped(url, dropped)
-    if sitemap_urls and level >= MAX_SITEMAP_LEVEL:
-        logger.warning("Not reading the %d sitemaps %r lists: nested too deep.", len(maps), url)
-        sitemap_urls = []
     # Sent from here: as many URLs as a page's links at most, the rest in parts, each a
     # message carrying its URLs (sending 50,000 would outlast the actor's time limit).
-    size = limits.max_links_per_page
-    listed = [*((link, "pages") for link in links), *((link, "sitemaps") for link in sitemap_urls)]
-    parts = [
-        {kind: [link for link, its in listed[i : i + size] if its == kind] for kind in KINDS}
-        for i in range(0, len(listed), size)
-    ] or [{kind: [] for kind in KINDS}]
+    parts = sitemap_parts(links, sitemap_urls, limits.max_links_per_page)
     sent = send_listed(message, level, parts[0], options, public, first_delivery)
     with memcache_pool.reserve() as client:
         for number, part in enumerate(parts[1:], start=1):
@@ -318,11 +305,6 @@ def send_listed(
                 sitemaps=bool(sitemap),
             )
     return sent
-
-
-def robots_allow(robots: Any, url: str, crawl_options: CrawlOptions) -> bool:
-    """With ``--obey-robots``, whether robots.txt allows ``url``; without it, True."""
-    return not crawl_options.obey_robots or bool(robots.can_fetch(url, crawl_options.user_agent))
 
 
 def fetch_sitemap(

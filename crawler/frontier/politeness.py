@@ -246,6 +246,11 @@ def robots_for(
     return Protego.parse(body.decode("utf-8", "replace"))
 
 
+def robots_allow(robots: Protego, url: str, options: CrawlOptions) -> bool:
+    """With ``--obey-robots``, whether ``robots`` allows ``url``; without it, True."""
+    return not options.obey_robots or bool(robots.can_fetch(url, options.user_agent))
+
+
 def _fetch_robots(
     session: requests.Session, robots_url: str, user_agent: str, limits: Limits, via_public: bool
 ) -> bytes:

@@ -59,12 +59,19 @@ def links_to_follow(
     return list(links), [Dropped(link, reason) for link, reason in dropped.items()]
 
 
+#: How deep sitemaps nest at most: robots.txt (1), the sitemap index it names (2), its
+#: sitemaps (3), and one more for a nested index (which the protocol forbids).
+MAX_SITEMAP_LEVEL = 4
+#: What a sitemap lists, as a part of a long one carries it (``listed``).
+KINDS = ("pages", "sitemaps")
+
+
 def sitemap_links_to_follow(
-    sitemap_url: str, pages: list[str], sitemaps: list[str], options: CrawlOptions
+    sitemap_url: str, pages: list[str], sitemaps: list[str], options: CrawlOptions, level: int
 ) -> tuple[list[str], list[str], list[Dropped]]:
-    """Of what the sitemap at ``sitemap_url`` lists: the pages in the crawl's scope, the
-    sitemaps on its allowed hosts (``--include``/``--exclude`` are for pages), and
-    the links dropped as malformed.
+    """Of what the sitemap at ``sitemap_url`` (nested ``level`` deep) lists: the pages
+    in the crawl's scope, the sitemaps on its allowed hosts (``--include``/``--exclude``
+    are for pages; none past ``MAX_SITEMAP_LEVEL``), and the links dropped as malformed.
 
     A sitemap speaks for its own site: another site's URLs are followed only when
     ``--allow-domain`` or ``--same-site`` name that site.
@@ -84,7 +91,23 @@ def sitemap_links_to_follow(
 
     followed, dropped = links_to_follow(pages, options, -1, page)
     followed_maps, dropped_maps = links_to_follow(sitemaps, options, -1, sitemap)
+    if followed_maps and level >= MAX_SITEMAP_LEVEL:
+        logger.warning(
+            "Not reading the %d sitemaps %r lists: nested too deep.", len(sitemaps), sitemap_url
+        )
+        followed_maps = []
     return followed, followed_maps, dropped + dropped_maps
+
+
+def sitemap_parts(pages: list[str], sitemaps: list[str], size: int) -> list[dict[str, list[str]]]:
+    """What a sitemap lists, in parts of ``size`` URLs at most (pages first), each by
+    its kind (``KINDS``); one part, maybe empty, at least."""
+    listed = [*((url, "pages") for url in pages), *((url, "sitemaps") for url in sitemaps)]
+    parts = [
+        {kind: [url for url, its in listed[i : i + size] if its == kind] for kind in KINDS}
+        for i in range(0, len(listed), size)
+    ]
+    return parts or [{kind: [] for kind in KINDS}]
 
 
 def report_dropped(page_url: str, dropped: list[Dropped]) -> int:
