@@ -463,7 +463,7 @@ def seed_messages(urls: list[str], crawl_options: CrawlOptions) -> list[dramatiq
     extra = {} if seed_priority is None else {"broker_priority": seed_priority}
     messages = [crawl.message_with_options(args=(url,), kwargs=kwargs, **extra) for url in urls]
     if crawl_options.sitemaps:
-        robots = dict.fromkeys(politeness.origin(url) + "/robots.txt" for url in urls)
+        robots = dict.fromkeys(politeness.robots_url(url) for url in urls)
         messages += [
             crawl.message_with_options(args=(url,), kwargs={**kwargs, "sitemap": 1}, **extra)
             for url in robots

@@ -7,8 +7,6 @@ from __future__ import annotations
 import gzip
 import os
 import re
-import subprocess
-import sys
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,8 +23,8 @@ from tests.site_server import (
     overtaken,
     page_path,
 )
-from tests.support import FAST_FAILURES, read_records, wait_for_crawl
-from tests.workers import PROJECT_ROOT, WorkerProcesses, environment
+from tests.support import FAST_FAILURES, read_records, wait_for_crawl, waited_crawl
+from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
 
 #: Host names the tests crawl, all served on 127.0.0.1 (``tests/hosts/sitecustomize.py``),
 #: by the prefix of each path: ``/www/...`` is www.example.co.uk's.
@@ -48,17 +46,6 @@ def with_hosts(env: dict[str, str]) -> dict[str, str]:
     }
 
 
-def local_crawl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "crawler.example", "--local", *args],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 @pytest.fixture
 def workers(rabbitmq_env: dict[str, str]) -> Iterator[tuple[dict[str, str], WorkerProcesses]]:
     """RabbitMQ workers that resolve the test's host names, stopped cleanly after."""
@@ -68,17 +55,21 @@ def workers(rabbitmq_env: dict[str, str]) -> Iterator[tuple[dict[str, str], Work
     assert processes.stop() == 0
 
 
-def crawled_with_workers(env: dict[str, str], output: Path, *args: str) -> set[str]:
-    waiting = wait_for_crawl(env, *args, "--output", str(output))
-    stdout, stderr = waiting.communicate(timeout=60)
-    assert waiting.returncode == 0, stdout + stderr
-    return fetched_urls(output)
+#: Where a test's crawls run: seeded for the ``workers`` fixture's, or ``--local``.
+RUNS = ("workers", "local")
 
 
-def crawled_locally(env: dict[str, str], output: Path, *args: str) -> set[str]:
-    done = local_crawl(env, *args, "--output", str(output))
+def crawl_to(run: str, env: dict[str, str], output: Path, *args: str) -> str:
+    """A crawl with ``args`` writing ``output``, seeded with ``--wait`` for the running
+    workers or with ``--local``; it must end with exit 0.  Returns what it printed."""
+    if run == "workers":
+        waiting = wait_for_crawl(env, *args, "--output", str(output))
+        stdout, stderr = waiting.communicate(timeout=60)
+        assert waiting.returncode == 0, stdout + stderr
+        return stdout
+    done = seed(env, "--local", *args, "--output", str(output))
     assert done.returncode == 0, done.stdout + done.stderr
-    return fetched_urls(output)
+    return done.stdout
 
 
 def fetched_urls(output: Path) -> set[str]:
@@ -160,9 +151,10 @@ def test_patterns_and_same_site_follow_exactly_the_reference_sets(
     for name, (args, allowed) in cases.items():
         expected = reachable(graph, args[0], allowed)
         assert 1 < len(expected) < len(graph), name  # each case leaves some pages out
-        with_workers = crawled_with_workers(env, tmp_path / f"{name}.jsonl", *args)
-        assert with_workers == expected, name
-        assert crawled_locally(env, tmp_path / f"{name}-local.jsonl", *args) == expected, name
+        for run in RUNS:
+            output = tmp_path / f"{name}-{run}.jsonl"
+            crawl_to(run, env, output, *args)
+            assert fetched_urls(output) == expected, (name, run)
 
 
 def test_max_pages_per_host_fetches_that_many_of_each_host(
@@ -174,22 +166,34 @@ def test_max_pages_per_host_fetches_that_many_of_each_host(
     graph = multi_host_site(site)
     www = next(url for url in graph if host(url) == HOSTS["www"] and url.endswith("/0.html"))
     args = [www, "--max-pages-per-host", "3", "--same-site"]
-    for output in (tmp_path / "workers.jsonl", tmp_path / "local.jsonl"):
-        if output.name == "workers.jsonl":
-            waiting = wait_for_crawl(env, *args, "--output", str(output))
-            stdout, stderr = waiting.communicate(timeout=60)
-            assert waiting.returncode == 0, stdout + stderr
-        else:
-            done = local_crawl(env, *args, "--output", str(output))
-            assert done.returncode == 0, done.stdout + done.stderr
-            stdout = done.stdout
+    for run in RUNS:
+        output = tmp_path / f"{run}.jsonl"
+        stdout = crawl_to(run, env, output, *args)
         per_host = Counter(host(url) for url in fetched_urls(output))
         # Both hosts of the site have more than 3 pages within reach of any 3 fetched.
-        assert per_host == {"www.example.co.uk": 3, "blog.example.co.uk": 3}, output.name
+        assert per_host == {"www.example.co.uk": 3, "blog.example.co.uk": 3}, run
         assert "over the page budget" in stdout
 
 
 # --- sitemaps -----------------------------------------------------------------------------
+
+
+def urlset(*urls: str) -> bytes:
+    """An XML sitemap listing ``urls``."""
+    entries = "".join(f"<url><loc>{url}</loc></url>" for url in urls)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
+    ).encode()
+
+
+def sitemap_index(*urls: str) -> bytes:
+    """A sitemap index naming the sitemaps ``urls``."""
+    entries = "".join(f"<sitemap><loc>{url}</loc></sitemap>" for url in urls)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex'
+        f' xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</sitemapindex>'
+    ).encode()
 
 
 def sitemap_site(server: SiteServer) -> set[str]:
@@ -197,14 +201,6 @@ def sitemap_site(server: SiteServer) -> set[str]:
     one on another site; pages no page links to.  Returns the orphan pages' paths."""
     base = server.base_url
     other = base.replace("127.0.0.1", HOSTS["other"])
-
-    def urlset(*urls: str) -> bytes:
-        entries = "".join(f"<url><loc>{url}</loc></url>" for url in urls)
-        return (
-            '<?xml version="1.0" encoding="UTF-8"?>\n'
-            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
-        ).encode()
-
     orphans = {f"/orphan/{i}.html" for i in range(12)}
     for path in orphans:
         server.pages[path] = html()
@@ -213,20 +209,13 @@ def sitemap_site(server: SiteServer) -> set[str]:
         f"User-agent: *\nAllow: /\nSitemap: {base}/sitemaps/index.xml\n".encode(),
         content_type="text/plain",
     )
-    index = "".join(
-        f"<sitemap><loc>{url}</loc></sitemap>"
-        for url in (
-            f"{base}/sitemaps/one.xml",
-            f"{base}/sitemaps/two.xml.gz",
-            f"{base}/sitemaps/three.txt",
-            f"{other}/other/sitemap.xml",  # another site's: not followed
-        )
+    index = sitemap_index(
+        f"{base}/sitemaps/one.xml",
+        f"{base}/sitemaps/two.xml.gz",
+        f"{base}/sitemaps/three.txt",
+        f"{other}/other/sitemap.xml",  # another site's: not followed
     )
-    server.pages["/sitemaps/index.xml"] = Page(
-        '<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex'
-        f' xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{index}</sitemapindex>'.encode(),
-        content_type="application/xml",
-    )
+    server.pages["/sitemaps/index.xml"] = Page(index, content_type="application/xml")
     server.pages["/sitemaps/one.xml"] = Page(
         urlset(*(f"{base}/orphan/{i}.html" for i in range(5)), f"{other}/other/page.html"),
         content_type="application/xml",
@@ -255,18 +244,10 @@ def test_sitemaps_seed_every_listed_page_once_and_stay_on_the_site(
 ) -> None:
     env, _ = workers
     orphans = sitemap_site(site)
-    for run in ("workers", "local"):
+    for run in RUNS:
         site.requests.clear()
         output = tmp_path / f"{run}.jsonl"
-        args = [site.url("/"), "--sitemaps", "--output", str(output)]
-        if run == "workers":
-            waiting = wait_for_crawl(env, *args)
-            stdout, stderr = waiting.communicate(timeout=60)
-            assert waiting.returncode == 0, stdout + stderr
-        else:
-            done = local_crawl(env, *args)
-            assert done.returncode == 0, done.stdout + done.stderr
-            stdout = done.stdout
+        stdout = crawl_to(run, env, output, site.url("/"), "--sitemaps")
         counts = site.fetch_counts()
         # The index is fetched twice: as the seed's link (not HTML), and as a sitemap.
         expected = Counter({"/": 1, **dict.fromkeys(orphans | SITEMAPS, 1)})
@@ -285,13 +266,7 @@ def test_a_long_sitemap_is_sent_on_in_parts_and_nested_indexes_stop(tmp_path: Pa
         server.pages["/"] = html()
 
         def index(*urls: str) -> Page:
-            entries = "".join(f"<sitemap><loc>{url}</loc></sitemap>" for url in urls)
-            return Page(
-                b'<?xml version="1.0"?><sitemapindex'
-                b' xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-                + entries.encode()
-                + b"</sitemapindex>"
-            )
+            return Page(sitemap_index(*urls))
 
         # robots.txt and its /sitemap.xml (1) -> index (2) -> index (3) -> index (4)
         # -> a sitemap: not read
@@ -303,8 +278,9 @@ def test_a_long_sitemap_is_sent_on_in_parts_and_nested_indexes_stop(tmp_path: Pa
         server.pages["/long.txt"] = Page("".join(f"{base}/p/{i}\n" for i in range(35)).encode())
         for i in range(35):
             server.pages[f"/p/{i}"] = html()
-        done = local_crawl(
+        done = seed(
             environment(CRAWLER_MAX_LINKS_PER_PAGE="10"),
+            "--local",
             server.url("/"),
             "--sitemaps",
             "--output",
@@ -327,12 +303,10 @@ def test_without_robots_sitemap_lines_the_well_known_sitemap_is_read_and_none_is
     with_sitemap, bare = SiteServer().start(), SiteServer().start()
     try:
         with_sitemap.pages["/"] = bare.pages["/"] = html()
-        with_sitemap.pages["/sitemap.xml"] = Page(
-            b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-            + f"<url><loc>{with_sitemap.url('/p.html')}</loc></url></urlset>".encode()
-        )
+        with_sitemap.pages["/sitemap.xml"] = Page(urlset(with_sitemap.url("/p.html")))
         with_sitemap.pages["/p.html"] = html()
-        done = local_crawl(environment(), with_sitemap.url("/"), bare.url("/"), "--sitemaps", "-v")
+        seeds = (with_sitemap.url("/"), bare.url("/"))
+        done = seed(environment(), "--local", *seeds, "--sitemaps", "-v")
         assert done.returncode == 0, done.stdout + done.stderr
         assert with_sitemap.fetch_counts() == Counter(
             {"/": 1, "/robots.txt": 1, "/sitemap.xml": 1, "/p.html": 1}
@@ -370,7 +344,7 @@ def test_max_per_host_2_keeps_two_requests_in_flight_at_most_and_loses_nothing(
     if broker == "rabbitmq":  # and --local, its 8 threads sharing the process's store
         site.requests.clear()
         site.peak_in_flight = 0
-        done = local_crawl(env, site.url(page_path(0)), "--max-per-host", "2")
+        done = seed(env, "--local", site.url(page_path(0)), "--max-per-host", "2")
         assert done.returncode == 0, done.stdout + done.stderr
         assert site.fetch_counts() == Counter({page_path(i): 1 for i in range(30)})
         peaks["--local --max-per-host 2"] = site.peak_in_flight
@@ -399,15 +373,12 @@ def test_breadth_first_fetches_slow_shallow_pages_before_most_deeper_ones(
         try:
             depth = depth_site(server)
             if where == "local":
-                done = local_crawl(env, depth.seed, "--threads", "2", *args)
+                done = seed(env, "--local", depth.seed, "--threads", "2", *args)
                 assert done.returncode == 0, done.stdout + done.stderr
             else:
-                waiting = wait_for_crawl(env, depth.seed, *args)
-                workers = WorkerProcesses(env, processes=1, threads=2)
-                try:
-                    stdout, stderr = waiting.communicate(timeout=90)
-                finally:
-                    assert workers.stop() == 0
+                waiting, stdout, stderr, _ = waited_crawl(
+                    env, depth.seed, *args, processes=1, threads=2, timeout=90
+                )
                 assert waiting.returncode == 0, stdout + stderr
             figures[" ".join(args) or "arrival order"] = overtaken(server.requests)
         finally:
@@ -492,5 +463,5 @@ def test_the_new_options_travel_in_messages_and_bad_ones_are_refused_on_the_comm
         (["--max-per-host", "0"], "is not a whole number above zero"),
         (["--max-pages-per-host", "x"], "is not a whole number above zero"),
     ):
-        done = local_crawl(environment(), "http://127.0.0.1:9/", *bad)
+        done = seed(environment(), "--local", "http://127.0.0.1:9/", *bad)
         assert done.returncode == 2 and said in done.stderr, done.stderr

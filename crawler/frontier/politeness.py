@@ -108,8 +108,12 @@ def budget_key(crawl_id: str) -> str:
 
 
 def host_budget_key(crawl_id: str, url: str) -> str:
-    host = hashlib.md5(urlsplit(url).netloc.encode()).hexdigest()[:16]
-    return counters.crawl_key(crawl_id, f"host-budget:{host}")
+    return counters.crawl_key(crawl_id, f"host-budget:{_host_digest(url)}")
+
+
+def _host_digest(url: str) -> str:
+    """``url``'s ``host:port``, as 16 hex digits for a key of the store."""
+    return hashlib.md5(urlsplit(url).netloc.encode()).hexdigest()[:16]
 
 
 #: What :func:`over_budget` says of a URL over a budget: the crawl's, or its host's.
@@ -166,7 +170,7 @@ def host_slot(
     """
     if options.max_per_host is None or options.crawl_id is None:
         return nullcontext()
-    host = hashlib.md5(urlsplit(url).netloc.encode()).hexdigest()[:16]
+    host = _host_digest(url)
     keys = [
         counters.crawl_key(options.crawl_id, f"slot:{host}:{i}")
         for i in range(options.max_per_host)
@@ -199,6 +203,11 @@ class _Slot(AbstractContextManager[Any]):
 def origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def robots_url(url: str) -> str:
+    """The robots.txt of ``url``'s host."""
+    return origin(url) + "/robots.txt"
 
 
 def robots_key(url: str) -> str:
@@ -235,14 +244,14 @@ def robots_for(
     wait = robots_wait(limits)
     body = client.get(key)
     if body is None and client.add(key + ":lock", 1, time=math.ceil(wait)):
-        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent, limits, via_public)
+        body = _fetch_robots(session, robots_url(url), user_agent, limits, via_public)
         client.set(key, body, time=ROBOTS_TTL)
     deadline = time.monotonic() + wait
     while body is None and time.monotonic() < deadline:
         time.sleep(0.05)  # another worker is fetching it; there is no event to wait on
         body = client.get(key)
     if body is None:  # the other worker died meanwhile: fetch it here, uncached
-        body = _fetch_robots(session, origin(url) + "/robots.txt", user_agent, limits, via_public)
+        body = _fetch_robots(session, robots_url(url), user_agent, limits, via_public)
     return Protego.parse(body.decode("utf-8", "replace"))
 
 
@@ -252,7 +261,7 @@ def robots_allow(robots: Protego, url: str, options: CrawlOptions) -> bool:
 
 
 def _fetch_robots(
-    session: requests.Session, robots_url: str, user_agent: str, limits: Limits, via_public: bool
+    session: requests.Session, address: str, user_agent: str, limits: Limits, via_public: bool
 ) -> bytes:
     """At most ``ROBOTS_MAX_BYTES`` of a robots.txt, fetched within a page's deadline and
     caps so a slow one cannot hold the message past the actor's time limit.
@@ -261,13 +270,13 @@ def _fetch_robots(
     so does one that cannot be read, with a warning.
     """
     try:
-        with fetch(session, robots_url, limits, user_agent, via_public=via_public) as fetched:
+        with fetch(session, address, limits, user_agent, via_public=via_public) as fetched:
             return read_body(fetched, limits, truncate_at=ROBOTS_MAX_BYTES)
     except (PermanentError, TransientError) as e:
         if isinstance(e, PermanentError) and e.status is not None:  # fetch's 4xx answers
-            logger.info("No robots.txt at %s (%s); allowing every page.", robots_url, e)
+            logger.info("No robots.txt at %s (%s); allowing every page.", address, e)
         else:
-            logger.warning("Could not read %s (%s); allowing every page.", robots_url, e)
+            logger.warning("Could not read %s (%s); allowing every page.", address, e)
         return b""
 
 
