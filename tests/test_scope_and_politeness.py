@@ -393,6 +393,25 @@ def test_breadth_first_fetches_slow_shallow_pages_before_most_deeper_ones(
     assert figures["--breadth-first"] < figures["arrival order"] / 3
 
 
+def test_a_queue_declared_before_without_priorities_is_used_as_it_is_with_a_warning(
+    rabbitmq_env: dict[str, str], site: SiteServer
+) -> None:
+    """As a RabbitMQ that an older crawler used: its queues have no ``x-max-priority``."""
+    from dramatiq.brokers.rabbitmq import RabbitmqBroker
+
+    plain = RabbitmqBroker(url=rabbitmq_env["RABBITMQ_URL"])
+    plain.declare_queue("default", ensure=True)
+    plain.close()
+    site.pages.update(generate_site(site.base_url, pages=20, links_per_page=3))
+    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    waiting, stdout, stderr, workers = waited_crawl(env, site.url(page_path(0)), "--breadth-first")
+    assert waiting.returncode == 0, stdout + stderr
+    assert site.fetch_counts() == Counter({page_path(i): 1 for i in range(20)})
+    warning = "RabbitMQ queue 'default' was declared without priorities (x-max-priority)"
+    assert warning in stderr  # the seeder's
+    assert workers.logged_any(warning)
+
+
 # --- the parts, without services ----------------------------------------------------------
 
 
