@@ -49,3 +49,13 @@ class TransientError(dramatiq.Retry):
 
     def __str__(self) -> str:
         return self.reason
+
+
+class InvalidMessage(PermanentError):
+    """A ``crawl`` message a worker will not act on: an argument of the wrong type or
+    out of range, options that do not pass their check, a WARC directory outside the
+    worker's root.  Raised before any claim or fetch; the message is dead-lettered.
+
+    Parameters:
+      reason(str): What is wrong, naming the argument or option.
+    """

@@ -26,7 +26,7 @@ def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(crawl)
     def crawl_reporting_failures(*args: P.args, **kwargs: P.kwargs) -> R:
-        url = str(args[0] if args else kwargs["url"])
+        url = str(args[0] if args else kwargs.get("url"))  # whatever a bad message holds
         try:
             return crawl(*args, **kwargs)
         except pylibmc.Error as e:

@@ -8,24 +8,28 @@ can share the same workers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import ipaddress
 import math
 import os
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 import requests
 
+from crawler.errors import InvalidMessage, shown
 from crawler.links.canonical import canonical_url, check_host_name
 from crawler.links.cleaning import clean_href
 from crawler.links.sites import site_of
 
+T = TypeVar("T")
 #: Sent with every request unless ``--user-agent`` says otherwise.
 DEFAULT_USER_AGENT = (
     "dramatiq-crawler/0.1 (+https://github.com/Bogdanp/dramatiq/tree/master/examples/crawler)"
@@ -96,13 +100,45 @@ class CrawlOptions:
         return values or None
 
     @classmethod
-    def from_message(cls, values: dict[str, Any] | None) -> CrawlOptions:
-        if not values:
+    def from_message(cls, values: Any) -> CrawlOptions:
+        """The options a message carries, each checked by its :data:`RULES` entry; an
+        option no rule names (from a newer seeder) is ignored.  Raises
+        :class:`~crawler.errors.InvalidMessage` naming the first option that fails."""
+        if values is None:
             return UPSTREAM
-        values = {key: value for key, value in values.items() if key in _FIELDS}
-        for name in _LISTS.intersection(values):
-            values[name] = tuple(values[name])
-        return cls(**values)
+        if not isinstance(values, dict):
+            raise InvalidMessage(f"message options must be a JSON object, got {quoted(values)}")
+        checked: dict[str, Any] = {}
+        for name, value in values.items():
+            rule = RULES.get(name)
+            if rule is None:
+                continue
+            if value is None and getattr(UPSTREAM, name) is None:  # an option left unset
+                checked[name] = None
+                continue
+            try:
+                checked[name] = rule.check(value)
+            except ValueError as e:
+                detail = f" ({e})" if str(e) else ""
+                raise InvalidMessage(
+                    f"message options: {name} must be {rule.must_be}, got {quoted(value)}{detail}"
+                ) from e
+        return cls(**checked) if checked else UPSTREAM
+
+    @classmethod
+    def readable_from_message(cls, values: Any) -> CrawlOptions:
+        """What can be read of a message's options that may not pass the check: each
+        option that passes its rule, upstream's value for the others (the bookkeeping of
+        a refused message still finds its crawl)."""
+        if not isinstance(values, dict):
+            return UPSTREAM
+        checked: dict[str, Any] = {}
+        for name, value in values.items():
+            rule = RULES.get(name)
+            if rule is not None and value is not None:
+                with contextlib.suppress(ValueError):
+                    checked[name] = rule.check(value)
+        return cls(**checked)
 
     def allows_url(self, url: str) -> bool:
         """Whether ``url`` is in the crawl's scope: its host allowed (:meth:`allows_host`),
@@ -126,8 +162,6 @@ class CrawlOptions:
 
 
 UPSTREAM = CrawlOptions()
-#: The options a message may carry; others (from a newer seeder) are ignored.
-_FIELDS = frozenset(f.name for f in fields(CrawlOptions))
 #: The options that are lists in a message (JSON has no tuples).
 _LISTS = frozenset(("allowed_domains", "include", "exclude", "allowed_sites"))
 
@@ -140,6 +174,166 @@ def patterns(sources: tuple[str, ...]) -> list[re.Pattern[str]]:
 
 #: What ``--allow-domain`` takes once IDNA-encoded: host name characters only.
 _DOMAIN = re.compile(r"[a-z0-9_.-]+", re.ASCII)
+#: A crawl id a message may carry: the seeder's are 32 hex digits; other programs'
+#: may be any short name that is safe in store keys and file names.
+_CRAWL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Rule(Generic[T]):
+    """What the value of one option must be, in a message and on the command line alike.
+
+    Parameters:
+      must_be(str): The rule in words, for errors: "a whole number above zero".
+      check(Callable): Returns the value as :class:`CrawlOptions` keeps it (a tuple
+        for a list, a host name spelt as canonical URLs spell it), or raises
+        ``ValueError``, whose text (if any) says more.
+    """
+
+    must_be: str
+    check: Callable[[Any], T]
+
+
+def _flag(value: Any) -> bool:
+    if type(value) is not bool:
+        raise ValueError
+    return value
+
+
+def _whole(value: Any) -> int:
+    if type(value) is not int or value < 0:  # bool is no int here: True is not 1 page
+        raise ValueError
+    return value
+
+
+def _above_zero(value: Any) -> int:
+    if type(value) is not int or value < 1:
+        raise ValueError
+    return value
+
+
+def _finite_above_zero(value: Any) -> float:
+    """A number of a message (JSON's NaN and Infinity included) or of ``float()``."""
+    if type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
+        raise ValueError
+    return float(value)
+
+
+def _crawl_id(value: Any) -> str:
+    if not (isinstance(value, str) and _CRAWL_ID.fullmatch(value)):
+        raise ValueError
+    return value
+
+
+def host_name(value: Any) -> str:
+    """A host name or IP address, spelt as canonical URLs spell hosts (lower case, IDNA,
+    no trailing dot), so that it can match them."""
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    domain = value.strip().lower().rstrip(".")
+    try:
+        if ":" in domain:  # an IPv6 address, with or without its brackets
+            return str(ipaddress.IPv6Address(domain.strip("[]")))
+        domain = domain.encode("idna").decode("ascii")
+        if not _DOMAIN.fullmatch(domain):
+            raise ValueError(f"{domain!r} has a character no host name has")
+        check_host_name(domain)
+    except ValueError as e:  # UnicodeError included
+        raise ValueError(str(e) or type(e).__name__) from e
+    return domain
+
+
+def regular_expression(value: Any) -> str:
+    """A pattern Python's ``re`` compiles."""
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    try:
+        re.compile(value)
+    except re.error as e:
+        raise ValueError(str(e)) from e
+    return value
+
+
+def _each(check: Callable[[Any], str]) -> Callable[[Any], tuple[str, ...]]:
+    """A list (JSON's array), each item passing ``check``; kept as a tuple."""
+
+    def each(values: Any) -> tuple[str, ...]:
+        if not isinstance(values, (list, tuple)):  # a string is no list of its characters
+            raise ValueError
+        checked = []
+        for value in values:
+            try:
+                checked.append(check(value))
+            except ValueError as e:
+                raise ValueError(f"{quoted(value)}: {e}" if str(e) else quoted(value)) from e
+        return tuple(checked)
+
+    return each
+
+
+def header_value(value: Any) -> str:
+    """A header value requests will send, or every request of the crawl would fail:
+    no line break or control character, only characters HTTP/1.1 carries (Latin-1).
+    Spaces around it are dropped (requests refuses a leading one)."""
+    if not isinstance(value, str):
+        raise ValueError
+    if any((ord(char) < 32 and char != "\t") or ord(char) == 127 for char in value):
+        raise ValueError("it has a line break or control character")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError as e:
+        raise ValueError("it has a character HTTP headers cannot carry") from e
+    return value.strip()
+
+
+def directory_name(value: Any) -> str:
+    """A directory, as a message may name one: where it lands is the worker's to say
+    (:meth:`crawler.archiving.warc.WarcFiles.directory`); ``..`` never."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ValueError
+    if ".." in Path(value).parts:
+        raise ValueError("'..' is not allowed in it")
+    return value
+
+
+WHOLE = Rule("a whole number", _whole)
+ABOVE_ZERO = Rule("a whole number above zero", _above_zero)
+FINITE_ABOVE_ZERO = Rule("a finite number above zero", _finite_above_zero)
+FLAG = Rule("true or false", _flag)
+HEADER_VALUE = Rule("a header value", header_value)
+DIRECTORY = Rule("a directory name", directory_name)
+DOMAINS = Rule("a list of domain names", _each(host_name))
+PATTERNS = Rule("a list of regular expressions", _each(regular_expression))
+
+#: Each option's rule; a message's options are checked by these and nothing else
+#: (:meth:`CrawlOptions.from_message`), and the command line's types use them too.
+RULES: dict[str, Rule[Any]] = {
+    "crawl_id": Rule("a crawl id (1 to 64 letters, digits, '-' or '_')", _crawl_id),
+    "follow_relative": FLAG,
+    "allowed_domains": DOMAINS,
+    "max_depth": WHOLE,
+    "max_pages": ABOVE_ZERO,
+    "obey_robots": FLAG,
+    "max_rate": FINITE_ABOVE_ZERO,
+    "user_agent": HEADER_VALUE,
+    "include": PATTERNS,
+    "exclude": PATTERNS,
+    "allowed_sites": DOMAINS,
+    "max_per_host": ABOVE_ZERO,
+    "max_pages_per_host": ABOVE_ZERO,
+    "sitemaps": FLAG,
+    "breadth_first": FLAG,
+    "warc": DIRECTORY,
+    "collect_records": FLAG,
+    "batched_records": FLAG,
+    "records_without_links": FLAG,
+}
+
+
+def quoted(value: Any) -> str:
+    """A value as an error quotes it: its ``repr``, cut short (a message may carry
+    anything, of any length)."""
+    return shown(repr(value))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -220,9 +414,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--warc",
-        type=warc_directory,
         metavar="DIR",
-        help="keep every response in WARC files in DIR (workers: or their CRAWLER_WARC_DIR)",
+        help="keep every response in WARC files in DIR (with workers: DIR under their"
+        " CRAWLER_WARC_DIR)",
     )
 
 
@@ -230,10 +424,19 @@ def from_arguments(
     arguments: argparse.Namespace,
     seeds: list[str],
     *,
+    local: bool = False,
     collect_records: bool = False,
     records_without_links: bool = False,
 ) -> CrawlOptions:
-    """The options a seeding chose, under a new crawl id or the one ``--crawl-id`` names."""
+    """The options a seeding chose, under a new crawl id or the one ``--crawl-id`` names,
+    checked as workers check a message's (a usage error, ``ArgumentTypeError``, if not).
+
+    ``local``: the crawl runs in this process (``--local``), so ``--warc`` names a
+    directory here, made if missing; else one under the workers' ``CRAWLER_WARC_DIR``.
+    """
+    warc = arguments.warc
+    if warc is not None:
+        warc = warc_directory(warc) if local else warc_name(warc)
     domains = [domain.lower().strip(".") for domain in arguments.allow_domain]
     if arguments.same_domain:
         domains += [(urlsplit(url).hostname or "").lower() for url in seeds]
@@ -253,12 +456,16 @@ def from_arguments(
         max_pages_per_host=arguments.max_pages_per_host,
         sitemaps=arguments.sitemaps,
         breadth_first=arguments.breadth_first,
-        warc=arguments.warc,
+        warc=warc,
         collect_records=collect_records,
         batched_records=collect_records,
         records_without_links=records_without_links,
         crawl_id=getattr(arguments, "crawl_id", None) or uuid.uuid4().hex,
     )
+    try:  # what workers will check: the same code, so the seeder never sends what they refuse
+        CrawlOptions.from_message(options.to_message())
+    except InvalidMessage as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
     return options
 
 
@@ -270,59 +477,67 @@ def crawl_id(value: str) -> str:
 
 
 def whole_number(value: str) -> int:
-    if not (value.isascii() and value.isdigit()):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
-    return int(value)
+    """An ``argparse`` type: a whole number (``max_depth``'s rule)."""
+    return _parsed(value, _digits(value), WHOLE)
 
 
 def positive_int(value: str) -> int:
-    """An ``argparse`` type: a whole number above zero."""
-    if not (value.isascii() and value.isdigit()) or int(value) == 0:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number above zero")
-    return int(value)
+    """An ``argparse`` type: a whole number above zero (``max_pages``' rule)."""
+    return _parsed(value, _digits(value), ABOVE_ZERO)
 
 
 def positive_float(value: str) -> float:
     """An ``argparse`` type: a finite number above zero (``nan``, ``inf`` and ``1e309``,
     which float() takes, would fail every page of the crawl)."""
     try:
-        number = float(value)
+        number: float | None = float(value)
     except ValueError:
-        number = 0.0
-    if not (math.isfinite(number) and number > 0):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a finite number above zero")
-    return number
+        number = None
+    return _parsed(value, number, FINITE_ABOVE_ZERO)
 
 
 def domain_name(value: str) -> str:
-    """An ``argparse`` type: a host name or IP address, spelled as canonical URLs spell
-    hosts (lower case, IDNA, no trailing dot), so that it can match them."""
-    domain = value.strip().lower().rstrip(".")
+    """An ``argparse`` type: a host name or IP address (:func:`host_name`)."""
     try:
-        if ":" in domain:  # an IPv6 address, with or without its brackets
-            return str(ipaddress.IPv6Address(domain.strip("[]")))
-        domain = domain.encode("idna").decode("ascii")
-        if not _DOMAIN.fullmatch(domain):
-            raise ValueError(f"{domain!r} has a character no host name has")
-        check_host_name(domain)
-    except ValueError as e:  # UnicodeError included
+        return host_name(value)
+    except ValueError as e:
         raise argparse.ArgumentTypeError(f"{value!r} is not a domain name") from e
-    return domain
 
 
 def pattern(value: str) -> str:
     """An ``argparse`` type: a regular expression Python's ``re`` compiles."""
+    return _parsed(value, value, Rule("a regular expression", regular_expression))
+
+
+def user_agent(value: str) -> str:
+    """An ``argparse`` type: a header value (:func:`header_value`)."""
+    return _parsed(value, value, HEADER_VALUE)
+
+
+def warc_name(value: str) -> str:
+    """An ``argparse`` type: ``--warc``'s directory, as a message may carry it (with
+    workers, it lands under their ``CRAWLER_WARC_DIR``)."""
+    return _parsed(value, value, DIRECTORY)
+
+
+def _digits(value: str) -> int | None:
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
+def _parsed(text: str, value: Any, rule: Rule[T]) -> T:
+    """``text`` from the command line, parsed as ``value``, checked by ``rule``: the
+    check a message's option meets, said as a usage error."""
     try:
-        re.compile(value)
-    except re.error as e:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a regular expression: {e}") from e
-    return value
+        return rule.check(value)
+    except ValueError as e:
+        detail = f": {e}" if str(e) else ""
+        raise argparse.ArgumentTypeError(f"{text!r} is not {rule.must_be}{detail}") from e
 
 
 def warc_directory(value: str) -> str:
-    """An ``argparse`` type: a directory to write WARC files in, made if missing, as an
-    absolute path (workers on this machine write there)."""
-    directory = Path(value).expanduser().absolute()
+    """``--local``'s ``--warc``: a directory of this machine to write WARC files in,
+    made if missing, as an absolute path without ``..``; or ``ArgumentTypeError``."""
+    directory = Path(os.path.abspath(Path(value).expanduser()))
     try:
         directory.mkdir(parents=True, exist_ok=True)
         if not os.access(directory, os.W_OK | os.X_OK):
@@ -332,14 +547,6 @@ def warc_directory(value: str) -> str:
             f"cannot write WARC files in {value!r}: {e.strerror or e}"
         ) from e
     return str(directory)
-
-
-def user_agent(value: str) -> str:
-    """An ``argparse`` type: a header value requests will send, or every request of the
-    crawl would fail.  Spaces around it are dropped (requests refuses a leading one)."""
-    if any((ord(char) < 32 and char != "\t") or ord(char) == 127 for char in value):
-        raise argparse.ArgumentTypeError(f"{value!r} has a line break or control character")
-    return value.strip()
 
 
 def http_url(value: str) -> str:

@@ -258,7 +258,8 @@ def test_canonical_url_keeps_valid_edge_cases(url: str, canonical: str | None) -
         ),
         (
             ["--user-agent", "bot\r\nX-Evil: 1"],
-            "argument --user-agent: 'bot\\r\\nX-Evil: 1' has a line break or control character",
+            "argument --user-agent: 'bot\\r\\nX-Evil: 1' is not a header value: it has a line"
+            " break or control character",
         ),
     ],
 )

@@ -94,12 +94,17 @@ def records_by_url(directory: Path, *, cut_tails: list[str] | None = None) -> di
 
 
 def crawl(mode: str, site: SiteServer, warc: Path, output: Path, env: dict[str, str]) -> None:
-    arguments = [site.url(page_path(0)), "--warc", str(warc), "--output", str(output)]
+    """Crawl the site into ``warc``: ``--local`` names it; workers get its parent as their
+    ``CRAWLER_WARC_DIR`` and the crawl names it relative to that."""
+    arguments = [site.url(page_path(0)), "--output", str(output)]
     if mode == "local":
-        result = seed(env, "--local", *arguments)
+        result = seed(env, "--local", *arguments, "--warc", str(warc))
         assert result.returncode == 0, result.stdout + result.stderr
         return
-    waiting, stdout, stderr, _ = waited_crawl(env, *arguments, processes=2, timeout=120)
+    env = {**env, "CRAWLER_WARC_DIR": str(warc.parent)}
+    waiting, stdout, stderr, _ = waited_crawl(
+        env, *arguments, "--warc", warc.name, processes=2, timeout=120
+    )
     assert waiting.returncode == 0, stdout + stderr
 
 
@@ -184,11 +189,13 @@ def test_every_response_is_stored_byte_equal_and_read_back_by_warcio_and_a_repla
 def test_a_worker_killed_mid_crawl_leaves_readable_files_whose_union_holds_every_page(
     broker_env: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    env = environment(
+        **request.getfixturevalue(broker_env), **FAST_FAILURES, CRAWLER_WARC_DIR=str(tmp_path)
+    )
     site.pages.update(generate_site(site.base_url, pages=120, links_per_page=4))
     site.delay = 0.02
     every_page = {site.url(page_path(i)) for i in range(120)}
-    warc = tmp_path / "warc"
+    warc = tmp_path / "warc"  # named by its absolute path, inside the workers' root
 
     doomed = WorkerProcesses(env, processes=2, threads=4)
     assert seed(env, site.url(page_path(0)), "--warc", str(warc)).returncode == 0
@@ -291,24 +298,36 @@ def test_the_python_docs_crawled_with_warc_have_one_stored_response_per_record_a
     assert indexed == set(kept)
 
 
-def test_a_worker_writes_in_its_own_warc_dir_and_one_it_cannot_write_in_fails_the_page_clearly(
+def test_workers_write_under_their_warc_dir_refuse_a_place_outside_and_fail_one_they_cannot_write(
     site: SiteServer, rabbitmq_env: dict[str, str], tmp_path: Path
 ) -> None:
     site.pages.update(generate_site(site.base_url, pages=10, links_per_page=2))
-    own, named = tmp_path / "worker-warc", tmp_path / "crawl-warc"
-    own.mkdir()
-    env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_WARC_DIR=str(own))
-    waiting, stdout, stderr, _ = waited_crawl(env, site.url(page_path(0)), "--warc", str(named))
+    root, elsewhere = tmp_path / "worker-warc", tmp_path / "elsewhere"
+    env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_WARC_DIR=str(root))
+    waiting, stdout, stderr, _ = waited_crawl(env, site.url(page_path(0)), "--warc", "crawl-1")
     assert waiting.returncode == 0, stdout + stderr
-    assert {site.url(page_path(i)) for i in range(10)} <= set(records_by_url(own))
-    assert list(named.iterdir()) == []  # made by the seeder, left empty: the worker's own won
+    assert {site.url(page_path(i)) for i in range(10)} <= set(records_by_url(root / "crawl-1"))
+
+    # A directory outside the root, or any without one: refused, nothing fetched or made.
+    site.pages["/alone.html"] = html()
+    without_root = {key: value for key, value in env.items() if key != "CRAWLER_WARC_DIR"}
+    for worker_env, warc, words in (
+        (env, str(elsewhere), "is outside this worker's CRAWLER_WARC_DIR"),
+        (without_root, "crawl-2", "only under its CRAWLER_WARC_DIR, which is not set"),
+    ):
+        waiting, stdout, _, workers = waited_crawl(
+            worker_env, site.url("/alone.html"), "--warc", warc, threads=2
+        )
+        assert waiting.returncode == 1  # given up at once, said to the seeder: never lost
+        assert words in stdout and workers.count(words) == 1
+    assert "/alone.html" not in site.fetch_counts()
+    assert not elsewhere.exists() and not (PROJECT_ROOT / "crawl-2").exists()
 
     blocked = tmp_path / "a-file"
     blocked.write_text("not a directory")
     env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_WARC_DIR=str(blocked / "warc"))
-    site.pages["/alone.html"] = html()
     waiting, stdout, _, workers = waited_crawl(
-        env, site.url("/alone.html"), "--warc", str(named), threads=2
+        env, site.url("/alone.html"), "--warc", "crawl-3", threads=2
     )
     assert waiting.returncode == 1  # given up, after its retries: never lost silently
     assert "cannot write WARC files in" in stdout and "a-file" in stdout

@@ -60,7 +60,8 @@ def crawl_with_workers(
     Parameters:
       broker(str): ``"rabbitmq"`` or ``"redis"``.
       seed(str): The first page's URL.
-      tmp(Path): A directory of this round's, for the workers' metrics.
+      tmp(Path): A directory of this round's, for the workers' metrics, and their
+        ``CRAWLER_WARC_DIR`` (a ``--warc`` directory inside it is written).
       processes(int): Worker processes.
       threads(int): Worker threads in each process.
       options(tuple): Crawl options for the seeder, such as ``--follow-relative``.
@@ -72,6 +73,7 @@ def crawl_with_workers(
         a crawler from before them), not with them as the crawler declares them.
     """
     env = broker_env(broker, dramatiq_prom_db=str(tmp / f"prom-{broker}"))
+    env["CRAWLER_WARC_DIR"] = str(tmp)
     Path(env["dramatiq_prom_db"]).mkdir()
     flush_services(env)
     if plain_queues:

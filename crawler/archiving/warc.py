@@ -47,7 +47,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from crawler.errors import TransientError
+from crawler.errors import InvalidMessage, TransientError, shown
 from crawler.fetching import Fetched
 
 SOFTWARE = "crawler (Dramatiq's web-crawler example), warcio"
@@ -105,14 +105,38 @@ class WarcFiles:
 
     Parameters:
       max_bytes(int): Size past which a file is closed and the next one begun.
+      root(Path): The one directory under which crawls' messages may have files
+        written (a worker's ``CRAWLER_WARC_DIR``; ``--local``'s own ``--warc``), or
+        None: this process writes none.
     """
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, root: Path | None = None) -> None:
         self.max_bytes = max_bytes
+        self.root = root
         self._lock = threading.Lock()
         self._files: OrderedDict[tuple[Path, str], _File] = OrderedDict()
         self._sequence: dict[tuple[Path, str], int] = {}
         self._started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d%H%M%S")
+
+    def directory(self, name: str) -> Path:
+        """Where a crawl's ``--warc`` directory ``name`` is on this machine: ``name``
+        under the root (an absolute ``name``: itself), symlinks followed, which must
+        still be under the root.  Raises :class:`~crawler.errors.InvalidMessage` for
+        one outside it (``..``, an absolute path elsewhere, a symlink out) and for
+        any, when this process has no root."""
+        if self.root is None:
+            raise InvalidMessage(
+                "message options: warc names a directory on this worker's disk, where it"
+                " writes only under its CRAWLER_WARC_DIR, which is not set"
+            )
+        root = Path(os.path.realpath(self.root))
+        target = Path(os.path.realpath(root / name))
+        if ".." in Path(name).parts or not target.is_relative_to(root):
+            raise InvalidMessage(
+                f"message options: warc {shown(repr(name))} is outside this worker's"
+                f" CRAWLER_WARC_DIR {str(self.root)!r}"
+            )
+        return target
 
     def append(
         self, directory: Path, crawl_id: str, options: Mapping[str, Any], records: bytes
@@ -144,6 +168,7 @@ class WarcFiles:
     def _next_file(self, directory: Path, crawl_id: str, options: Mapping[str, Any]) -> _File:
         key = (directory, crawl_id)
         host = socket.gethostname().replace("-", "_") or "host"
+        directory.mkdir(parents=True, exist_ok=True)  # under the root (see directory())
         while True:
             self._sequence[key] = sequence = self._sequence.get(key, -1) + 1
             name = f"{crawl_id}-{self._started}-{host}-{os.getpid()}-{sequence:05d}.warc.gz"

@@ -66,6 +66,11 @@ def patiently(deadline: float) -> Callable[[Callable[[], T]], T]:
     return run
 
 
+def kwargs_of(message: Any) -> dict[str, Any]:
+    """A message's keyword arguments, or none when it holds something else."""
+    return message.kwargs if isinstance(message.kwargs, dict) else {}
+
+
 def keep_books(
     broker: dramatiq.Broker,
     pool: Any,
@@ -128,7 +133,9 @@ def settle(
     keep_alive = KeepAlive(lifetimes.grace)
 
     def on_record(record: Record, message: Any) -> None:
-        options = CrawlOptions.from_message(message.kwargs.get("options"))
+        # A message refused as invalid has options that may not pass their check:
+        # what can be read of them still names its crawl and its waiting seeder.
+        options = CrawlOptions.readable_from_message(kwargs_of(message).get("options"))
         outcome = record["outcome"]
         metrics.page_ended(outcome, links=len(record.get("links") or ()))
         if publish and options.collect_records and outcome not in NOT_FINAL:
@@ -146,13 +153,15 @@ def settle(
             with pool.reserve() as client:
                 step = patiently(time.monotonic() + patience)
                 ending = claims.UNKNOWN
-                url = claims.claim_name(record["url"], message.kwargs.get("sitemap", 0))
+                url = claims.claim_name(record["url"], kwargs_of(message).get("sitemap", 0))
                 message_id, crawl_id = message.message_id, options.crawl_id
+                # An invalid message is refused before it claims its URL: no claim to end.
+                refused = bool(record.get("invalid_message"))
                 if outcome in OWN_ENDINGS:
                     ending = step(
                         lambda: claims.finish(client, url, message_id, crawl_id, lifetimes)
                     )
-                elif outcome == FAILED:
+                elif outcome == FAILED and not refused:
                     step(lambda: claims.give_up(client, url, message_id, crawl_id, lifetimes))
                 elif outcome == DUPLICATE and crawl_id is not None:
                     ending = step(
@@ -164,7 +173,7 @@ def settle(
                 # A message's delivery count goes with its last attempt; a retrying one
                 # may still be handed back (the broker refused its retry) and must then
                 # count as delivered again, to send its claimed links again.
-                if outcome not in (DUPLICATE, CANCELLED, *NOT_FINAL):
+                if outcome not in (DUPLICATE, CANCELLED, *NOT_FINAL) and not refused:
                     step(lambda: claims.attempt_ended(client, message))
         except STORE_ERRORS as e:
             # The message is over either way; only its bookkeeping is lost.

@@ -19,6 +19,7 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import q_name, xq_name
 
 from crawler.environment import Lifetimes
+from crawler.following.records import url_of
 from crawler.frontier import claims, counters
 
 #: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
@@ -64,7 +65,7 @@ def replay(
         )
         owner = crawl_of(message)
         with pool.reserve() as client:
-            name = claims.claim_name(message.args[0], message.kwargs.get("sitemap", 0))
+            name = claims.claim_name(url_of(message), message.kwargs.get("sitemap", 0))
             claims.reopen(client, name, message.message_id, owner, lifetimes)
             if owner is not None:
                 counters.reopened(client, owner, message.message_id)

@@ -20,6 +20,7 @@ import requests
 from dramatiq.middleware import Middleware
 
 from crawler.archiving.warc import Stored
+from crawler.errors import InvalidMessage
 from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, FAILED, NOT_HTML, RETRYING, SITEMAP
 
 Record = dict[str, Any]
@@ -81,6 +82,13 @@ def skipped_record(url: str, outcome: str) -> Record:
     return {"url": url, "outcome": outcome}
 
 
+def url_of(message: Any) -> str:
+    """The URL a ``crawl`` message names, as a string whatever the message holds."""
+    kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
+    url = message.args[0] if message.args else kwargs.get("url")
+    return url if isinstance(url, str) else repr(url)
+
+
 class Recorder(Middleware):
     """Hands a record of every processed ``crawl`` message (with the message): the
     record the actor returned, or one made of the exception it raised; and word of
@@ -118,32 +126,44 @@ class Recorder(Middleware):
         exception: BaseException | None = None,
     ) -> None:
         started = self._started.pop(message.message_id, time.monotonic())
+        kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
         if exception is None:
-            record = dict(result) if isinstance(result, dict) else {"url": message.args[0]}
+            record = dict(result) if isinstance(result, dict) else {"url": url_of(message)}
             record.setdefault("outcome", CRAWLED)
-            record.setdefault("depth", message.kwargs.get("depth", 0))
+            record.setdefault("depth", kwargs.get("depth", 0))
         else:
             record = {
-                "url": message.args[0],
+                "url": url_of(message),
                 "outcome": FAILED if message.failed else RETRYING,
                 "status": getattr(exception, "status", None),
                 "error": str(exception) or type(exception).__name__,
-                "depth": message.kwargs.get("depth", 0),
+                "depth": kwargs.get("depth", 0),
             }
+            if isinstance(exception, InvalidMessage):  # refused before any claim or fetch
+                record["invalid_message"] = True
         record["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
         record["message_id"] = message.message_id
         self.on_record(record, message)
 
 
-class _ReturnedRecords(logging.Filter):
-    """Drops the worker's warning that an actor returned a value with no Results
-    middleware to store it: the ``crawl`` actor returns its record for the Recorder."""
+class _SaidBefore(logging.Filter):
+    """Drops two of the worker's lines about ``crawl`` messages: that the actor returned
+    a value with no Results middleware to store it (it returns its record for the
+    Recorder), and that a message failed with an expected exception (its one line,
+    "Giving up on URL ...", was logged by :mod:`crawler.failures`; this one would
+    repeat the whole message, whatever a bad one holds)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Actor 'crawl' returned a value that is not None")
+        said = record.getMessage()
+        if said.startswith("Actor 'crawl' returned a value that is not None"):
+            return False
+        return not (
+            said.startswith("Failed to process message crawl(")
+            and " with expected exception " in said
+        )
 
 
-logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_ReturnedRecords())
+logging.getLogger("dramatiq.worker.WorkerThread").addFilter(_SaidBefore())
 
 
 class RecordFile:

@@ -1,0 +1,110 @@
+"""What a ``crawl`` message may carry: one check, before a worker acts on it.
+
+A queue is an interface: seeders of other versions, other programs and corrupted
+messages all reach the workers.  :func:`checked` wraps the actor: a message whose
+arguments do not bind to ``crawl(url, depth, options, via_public, sitemap, listed)``,
+or do not pass the rules below (the options: :data:`crawler.options.RULES`, the very
+checks the seeder's command line uses), ends at once as an
+:class:`~crawler.errors.InvalidMessage`: one log line naming what is wrong, no retry,
+no claim, no fetch, and the message dead-lettered.  Options no rule names (a newer
+seeder's) are ignored.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
+from urllib.parse import urlsplit
+
+from crawler.errors import InvalidMessage
+from crawler.frontier.scope import KINDS, MAX_SITEMAP_LEVEL
+from crawler.options import FLAG, CrawlOptions, Rule, quoted
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def checked(crawl: Callable[P, R]) -> Callable[P, R]:
+    """Wrap ``crawl``: its message's arguments checked (:func:`check_arguments`) before
+    it runs."""
+    signature = inspect.signature(crawl)
+
+    @functools.wraps(crawl)
+    def crawl_checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:  # a missing URL, an argument this crawler does not know
+            raise InvalidMessage(f"message arguments: {e}") from e
+        check_arguments(bound.arguments)
+        return crawl(*args, **kwargs)
+
+    return crawl_checked
+
+
+def check_arguments(arguments: Mapping[str, Any]) -> None:
+    """Raise :class:`~crawler.errors.InvalidMessage` for the first argument of a
+    ``crawl`` message that breaks its rule; the options are
+    :meth:`~crawler.options.CrawlOptions.from_message`'s to check."""
+    for name, value in arguments.items():
+        if name == "options":
+            CrawlOptions.from_message(value)
+            continue
+        rule = ARGUMENTS[name]
+        try:
+            rule.check(value)
+        except ValueError as e:
+            detail = f" ({e})" if str(e) else ""
+            raise InvalidMessage(
+                f"message arguments: {name} must be {rule.must_be}, got {quoted(value)}{detail}"
+            ) from e
+
+
+def _url(value: Any) -> str:
+    """An absolute http(s) URL with a host (a sitemap's part: with its ``#part-N``)."""
+    if not isinstance(value, str):
+        raise ValueError
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError
+    return value
+
+
+def _depth(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError
+    return value
+
+
+def _level(value: Any) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_SITEMAP_LEVEL:
+        raise ValueError
+    return value
+
+
+def _listed(value: Any) -> dict[str, list[str]] | None:
+    """A part of a long sitemap's URLs: ``{"pages": [...], "sitemaps": [...]}``."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != set(KINDS):
+        raise ValueError
+    for urls in value.values():
+        if not isinstance(urls, list):
+            raise ValueError
+        for url in urls:
+            try:
+                _url(url)
+            except ValueError as e:
+                raise ValueError(f"{quoted(url)} is not an http(s) URL") from e
+    return value
+
+
+#: The rules of ``crawl``'s arguments besides its options.
+ARGUMENTS: dict[str, Rule[Any]] = {
+    "url": Rule("an http:// or https:// URL", _url),
+    "depth": Rule("a whole number", _depth),
+    "via_public": FLAG,
+    "sitemap": Rule(f"a whole number from 0 to {MAX_SITEMAP_LEVEL}", _level),
+    "listed": Rule("null or lists of 'pages' and 'sitemaps' URLs", _listed),
+}
