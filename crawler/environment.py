@@ -34,6 +34,7 @@ def uses_redis() -> bool:
 
 def rabbitmq_url() -> str:
     url = os.getenv("RABBITMQ_URL") or DEFAULT_RABBITMQ_URL
+    checked_url("RABBITMQ_URL", url, split_at=";")  # Dramatiq: one URL per node
     parts = urlsplit(url)
     query = dict(RABBITMQ_URL_DEFAULTS)
     query.update(parse_qsl(parts.query))
@@ -46,7 +47,7 @@ def publish_confirms() -> bool:
 
 
 def redis_url() -> str:
-    return os.getenv("REDIS_URL") or DEFAULT_REDIS_URL
+    return checked_url("REDIS_URL", os.getenv("REDIS_URL") or DEFAULT_REDIS_URL)
 
 
 def dedup_url() -> str | None:
@@ -54,12 +55,17 @@ def dedup_url() -> str | None:
     in, instead of Memcached (``redis+cluster://`` for a Redis Cluster); None (the
     default) keeps them in Memcached."""
     url = os.getenv("DEDUP_URL") or None
+    if url is None:
+        return None
     schemes = ("redis", "rediss", "redis+cluster", "rediss+cluster")
-    if url is not None and urlsplit(url).scheme not in schemes:
+    scheme = urlsplit(url).scheme
+    if scheme not in schemes:
+        # Not the URL itself: read as it was not meant to be, it may show a password.
         raise ValueError(
-            f"DEDUP_URL must be a redis://, rediss:// or redis+cluster:// URL, not {url!r}"
+            "DEDUP_URL must be a redis://, rediss:// or redis+cluster:// URL, not a"
+            f" {scheme or 'scheme-less'} one"
         )
-    return url
+    return checked_url("DEDUP_URL", url)
 
 
 def dedup_store_kind() -> str:
@@ -72,9 +78,7 @@ def dedup_store_name() -> str:
     url = dedup_url()
     if url is None:
         return f"Memcached at {','.join(memcached_servers())}"
-    parts = urlsplit(url)
-    host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-    return f"Redis at {urlunsplit((parts.scheme, host, parts.path, '', ''))}"
+    return f"Redis at {without_credentials(url)}"
 
 
 def memcached_servers() -> list[str]:
@@ -210,8 +214,9 @@ def number(name: str, default: float) -> float:
 
 
 def warc_directory() -> Path | None:
-    """``CRAWLER_WARC_DIR``: where this worker writes the WARC files of every ``--warc``
-    crawl, in place of the directory the crawl names."""
+    """``CRAWLER_WARC_DIR``: the directory under which this worker writes the WARC files
+    of ``--warc`` crawls, each in the directory the crawl names (relative to it, or an
+    absolute path inside it); unset, it writes none."""
     value = os.getenv("CRAWLER_WARC_DIR")
     return Path(value) if value else None
 
@@ -225,8 +230,46 @@ def warc_max_bytes() -> int:
 def broker_address() -> str:
     """The broker the seeder talks to, password hidden, for error messages."""
     url = redis_url() if uses_redis() else rabbitmq_url()
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
     name = "Redis" if uses_redis() else "RabbitMQ"
-    return f"{name} at {urlunsplit((parts.scheme, netloc, parts.path, '', ''))}"
+    return f"{name} at {without_credentials(url)}"
+
+
+def without_credentials(url: str) -> str:
+    """``url`` to show in a message: no user name or password, no query (redis-py
+    takes a ``?password=``) and no fragment.
+
+    The user information is taken to end at the URL's *last* ``@``, as no host name
+    holds one: a password with an unescaped ``/``, ``?`` or ``#``, which urllib would
+    read as the start of the path, is dropped whole (with, in the rare URL whose path
+    holds an ``@`` too, the host).
+    """
+    scheme, separator, rest = url.partition("://")
+    rest = (rest if separator else url).rpartition("@")[2]
+    for end in "?#":
+        rest = rest.partition(end)[0]
+    return f"{scheme}://{rest}" if separator else rest
+
+
+def checked_url(name: str, url: str, *, split_at: str | None = None) -> str:
+    """``url``, the value of the variable ``name``, if libraries read it as it reads; a
+    ``ValueError`` naming ``name`` otherwise, with no piece of the URL in it.
+
+    urllib (and so pika and redis-py) ends a URL's user information at the first
+    ``/``, ``?`` or ``#``: a password holding one unescaped would be read in part as
+    a host name, a port or a path, and quoted in the errors that follow.  With
+    ``split_at``, each of the URLs it separates is checked.
+    """
+    for part in url.split(split_at) if split_at else [url]:
+        parts = urlsplit(part)
+        try:
+            parts.port  # noqa: B018 -- urllib checks the port only when asked for it
+        except ValueError:
+            well_formed = False
+        else:  # an @ past the host: the end of a password read as a path, query or fragment
+            well_formed = "@" not in parts.path + parts.query + parts.fragment
+        if not well_formed:
+            raise ValueError(  # from None: urllib's own error quotes what it took for a port
+                f"{name} cannot be read as a URL: a port is a number, and an @ : / ? # or ;"
+                " in a user name or password must be percent-encoded (%40 %3A %2F %3F %23 %3B)"
+            ) from None
+    return url
