@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import socket
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -18,11 +19,12 @@ from typing import Any
 
 import dramatiq
 import pylibmc
+import redis
 import requests
 from dramatiq.rate_limits import RateLimiterBackend
 from dramatiq.rate_limits.backends import MemcachedBackend
 
-from crawler import local_mode, options
+from crawler import local_mode, messages, options
 from crawler.archiving import warc
 from crawler.brokers import BROKER_ERRORS, SendBack, make_broker
 from crawler.environment import (
@@ -72,7 +74,7 @@ anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()
 lifetimes = lifetimes_from_environment()
-warc_files = warc.WarcFiles(max_bytes=warc_max_bytes())  # --warc: this process's files
+warc_files = warc.WarcFiles(warc_max_bytes(), root=warc_directory())  # --warc: this process's
 
 send_back = SendBack()
 broker = make_broker(send_back)
@@ -111,6 +113,7 @@ def find_anchors(
     max_backoff=limits.max_backoff,
 )
 @reports_failures
+@messages.checked
 def crawl(
     url: str,
     depth: int = 0,
@@ -121,6 +124,7 @@ def crawl(
 ) -> Record:
     crawl_options = CrawlOptions.from_message(options)
     message = claims.current_message(crawl, url)
+    keeper = keeper_of(message, crawl_options, options)  # --warc: every response kept
     with memcache_pool.reserve() as client:
         claimed = claims.claim_name(url, sitemap)  # the URL (a sitemap's: marked as one)
         added = claims.claim(client, claimed, message.message_id, crawl_options.crawl_id, lifetimes)
@@ -173,7 +177,6 @@ def crawl(
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
-    keeper = keeper_of(message, crawl_options, options)  # --warc: every response kept
     agent = crawl_options.user_agent
     with slot, fetch(session, url, limits, agent, via_public=via_public, keeper=keeper) as fetched:
         response = fetched.response
@@ -333,14 +336,15 @@ def keeper_of(
     message: dramatiq.Message[Any], crawl_options: CrawlOptions, options: dict[str, Any] | None
 ) -> warc.Keeper | None:
     """With ``--warc``, what keeps this message's response in the crawl's WARC files:
-    in the worker's ``CRAWLER_WARC_DIR`` if it has one, else where the crawl says."""
+    in the directory the crawl names, under the worker's ``CRAWLER_WARC_DIR`` (raises
+    :class:`~crawler.errors.InvalidMessage` for one outside it, or without it)."""
     if crawl_options.warc is None:
         return None
     retries = message.options.get("retries", 0)
     return warc.Keeper(
         warc_files,
         memcache_pool,
-        warc_directory() or Path(crawl_options.warc),
+        warc_files.directory(crawl_options.warc),
         str(crawl_options.crawl_id),
         options or {},
         lifetimes.grace,
@@ -410,12 +414,16 @@ def main(args: list[str]) -> int:
         )
     if not arguments.urls:
         parser.error("give at least one URL to crawl (or --status CRAWL_ID)")
-    crawl_options = options.from_arguments(
-        arguments,
-        arguments.urls,
-        collect_records=arguments.wait,
-        records_without_links=arguments.wait and arguments.output is None,
-    )
+    try:
+        crawl_options = options.from_arguments(
+            arguments,
+            arguments.urls,
+            local=arguments.local,
+            collect_records=arguments.wait,
+            records_without_links=arguments.wait and arguments.output is None,
+        )
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))
     seeds = seed_messages(arguments.urls, crawl_options)
     if crawl_options.breadth_first and uses_redis() and not arguments.local:
         print(
@@ -426,7 +434,7 @@ def main(args: list[str]) -> int:
     if arguments.local and arguments.crawl_id:
         parser.error("--crawl-id works with workers only")
     if arguments.local:
-        use_process_memory()
+        use_process_memory(crawl_options)
         return local_mode.run(
             crawl,
             memcache_pool,
@@ -471,19 +479,30 @@ def seed_messages(urls: list[str], crawl_options: CrawlOptions) -> list[dramatiq
     return messages
 
 
-def use_process_memory() -> None:
-    """``--local``: claims, counters and rate limits in this process, not in Memcached."""
-    global memcache_pool, rate_limits_backend
+def use_process_memory(crawl_options: CrawlOptions) -> None:
+    """``--local``: claims, counters and rate limits in this process, not in Memcached;
+    WARC files in the directory the command line named (the only one its messages name)."""
+    global memcache_pool, rate_limits_backend, warc_files
     memcache_pool, rate_limits_backend = local_mode.memory_stores()
+    if crawl_options.warc is not None:
+        warc_files = warc.WarcFiles(warc_max_bytes(), root=Path(crawl_options.warc))
+
+
+#: What a service that does not answer raises in the seeder: pika lets a failed lookup
+#: of the broker's host through bare.
+UNREACHABLE: tuple[type[BaseException], ...] = (*BROKER_ERRORS, *STORE_ERRORS, socket.gaierror)
 
 
 def reach_services(command: Callable[[], int]) -> int:
     """Run ``command``; a broker or dedup store that does not answer is one line and exit 1."""
     try:
         return command()
-    except (*BROKER_ERRORS, *STORE_ERRORS) as e:
-        # A Redis error is the store's when the store is Redis and the broker is not.
-        store = isinstance(e, pylibmc.Error) or (dedup_url() is not None and not uses_redis())
+    except UNREACHABLE as e:
+        # A Redis error is the store's when the store is Redis and the broker is not;
+        # a bare lookup failure is pika's (redis-py and pylibmc wrap theirs).
+        store = isinstance(e, pylibmc.Error) or (
+            isinstance(e, redis.RedisError) and dedup_url() is not None and not uses_redis()
+        )
         where = dedup_store_name() if store else broker_address()
         print(f"error: cannot reach {where}: {e}", file=sys.stderr)
         return 1
