@@ -19,14 +19,22 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import q_name, xq_name
 
 from crawler.environment import Lifetimes
+from crawler.errors import InvalidMessage
 from crawler.following.records import url_of
 from crawler.frontier import claims, counters
+from crawler.messages import check_arguments
 
 #: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
 #: the bare ``crawl(url)`` messages of upstream, which belong to none.
 ALL = "all"
 
 Message = dramatiq.Message[Any]
+
+
+def check_message(message: Message) -> None:
+    """Raise :class:`~crawler.errors.InvalidMessage` for a message workers would refuse."""
+    kwargs = message.kwargs if isinstance(message.kwargs, dict) else {"options": "?"}
+    check_arguments({"url": url_of(message), **kwargs})
 
 
 def crawl_of(message: Message) -> str | None:
@@ -45,11 +53,19 @@ def listing(broker: dramatiq.Broker, queue: str, crawl_id: str) -> list[Message]
 
 def replay(
     broker: dramatiq.Broker, queue: str, crawl_id: str, pool: Any, lifetimes: Lifetimes
-) -> list[Message]:
+) -> tuple[list[Message], list[tuple[Message, str]]]:
     """Send the crawl's dead letters again and take them off the dead-letter queue; each
-    URL's claim is its message's again (``lifetimes`` long), to be finished anew."""
+    URL's claim is its message's again (``lifetimes`` long), to be finished anew.
+    Returns those sent, and those left where they are, each with why: a message that
+    workers refuse as invalid (:mod:`crawler.messages`) would only be refused again."""
+    invalid: list[tuple[Message, str]] = []
 
-    def send_again(message: Message) -> None:
+    def send_again(message: Message) -> bool:
+        try:
+            check_message(message)
+        except InvalidMessage as e:
+            invalid.append((message, str(e)))
+            return False
         options = {"replays": int(message.options.get("replays", 0)) + 1}
         if "broker_priority" in message.options:  # --breadth-first
             options["broker_priority"] = message.options["broker_priority"]
@@ -69,11 +85,13 @@ def replay(
             claims.reopen(client, name, message.message_id, owner, lifetimes)
             if owner is not None:
                 counters.reopened(client, owner, message.message_id)
+        return True
 
-    return _visit(broker, queue, crawl_id, send_again=send_again)
+    return _visit(broker, queue, crawl_id, send_again=send_again), invalid
 
 
-SendAgain = Callable[[Message], None]
+#: Sends a dead letter again, or says it stays (False).
+SendAgain = Callable[[Message], bool]
 
 
 def _visit(
@@ -100,7 +118,8 @@ def _visit_redis(
         if not _belongs(message, crawl_id):
             continue
         if send_again is not None:
-            send_again(message)
+            if not send_again(message):
+                continue
             client.zrem(dead, redis_id)
             client.hdel(f"{dead}.msgs", redis_id)
         found.append(message)
@@ -129,7 +148,8 @@ def _visit_rabbitmq(
             if not _belongs(message, crawl_id):
                 continue
             if send_again is not None:
-                send_again(message)
+                if not send_again(message):
+                    continue  # not acknowledged: back to the queue when the connection closes
                 channel.basic_ack(method.delivery_tag)
             found.append(message)
     finally:

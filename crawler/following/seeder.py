@@ -15,7 +15,7 @@ from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
 from crawler.following import dead_letters as dead_letter_queue
 from crawler.following import record_queue
 from crawler.following.progress import Progress
-from crawler.following.records import RecordFile
+from crawler.following.records import RecordFile, url_of
 from crawler.frontier import STORE_ERRORS, counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
@@ -195,16 +195,19 @@ def dead_letters(
     replay: bool,
 ) -> int:
     """List the crawl's dead-lettered URLs, or with ``replay`` send them again."""
+    invalid: list[tuple[dramatiq.Message[Any], str]] = []
     if replay:
-        messages = dead_letter_queue.replay(broker, queue, crawl_id, pool, lifetimes)
+        messages, invalid = dead_letter_queue.replay(broker, queue, crawl_id, pool, lifetimes)
     else:
         messages = dead_letter_queue.listing(broker, queue, crawl_id)
     for message in messages:
         attempts = int(message.options.get("retries", 0)) + 1
-        line = f"{message.args[0]} ({attempts} attempt{'s' if attempts > 1 else ''}"
+        line = f"{url_of(message)} ({attempts} attempt{'s' if attempts > 1 else ''}"
         error = str(message.options.get("traceback") or "").strip().rpartition("\n")[2]
         print(line + (f"; last retried for: {error})" if error else ")"))
     whose = "every crawl" if crawl_id == dead_letter_queue.ALL else f"crawl {crawl_id}"
+    for message, reason in invalid:
+        print(f"{url_of(message)} not sent again: workers refuse it ({reason})")
     if replay:
         print(f"{len(messages)} dead-lettered URL(s) of {whose} sent again")
     else:
