@@ -1,4 +1,5 @@
-"""A tiny threaded HTTP server that serves a generated site on 127.0.0.1.
+"""A tiny threaded HTTP server that serves a generated site on 127.0.0.1 (or another
+loopback address).
 
 It records every request it answers, so tests assert on what a crawler really
 fetched rather than on what it says it did.
@@ -51,10 +52,14 @@ class SiteServer:
     #: so within the time the crawler holds the request open), and the most at once.
     in_flight: int = 0
     peak_in_flight: int = 0
+    #: The loopback address and port to listen on (0: any free port), so that two sites
+    #: can answer one URL from two addresses.
+    host: str = "127.0.0.1"
+    port: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = ThreadingHTTPServer((self.host, self.port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 

@@ -198,9 +198,11 @@ def test_a_worker_killed_mid_crawl_leaves_readable_files_whose_union_holds_every
     warc = tmp_path / "warc"  # named by its absolute path, inside the workers' root
 
     doomed = WorkerProcesses(env, processes=2, threads=4)
-    assert seed(env, site.url(page_path(0)), "--warc", str(warc)).returncode == 0
-    doomed.wait_until(lambda: doomed.count("Done crawling") >= 30)
-    doomed.kill()  # kill -9, mid-page for some of its threads
+    try:
+        assert seed(env, site.url(page_path(0)), "--warc", str(warc)).returncode == 0
+        doomed.wait_until(lambda: doomed.count("Done crawling") >= 30)
+    finally:
+        doomed.kill()  # kill -9, mid-page for some of its threads (and never left running)
     assert set(records_by_url(warc, cut_tails=[])) < every_page | {None}
 
     fresh = WorkerProcesses(env, processes=2, threads=4)

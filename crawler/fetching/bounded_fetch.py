@@ -1,10 +1,19 @@
-"""One bounded HTTP fetch: a total deadline, a size cap, and failures sorted by kind."""
+"""One bounded HTTP fetch: a total deadline, a size cap, and failures sorted by kind.
+
+Each hop goes through the network guard where it connects: a connection resolves its
+host once, checks every address (:mod:`crawler.fetching.network_guard`) and connects to
+those; which addresses a hop may reach is chosen per request by the adapter it is sent
+through (:meth:`CrawlerAdapter.for_hop`).
+"""
 
 from __future__ import annotations
 
+import collections
+import functools
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,18 +22,21 @@ from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import requests
-from requests.adapters import HTTPAdapter
+from requests.adapters import BaseAdapter, HTTPAdapter
 from requests.cookies import get_cookie_header
 from requests.models import PreparedRequest
 from requests.structures import CaseInsensitiveDict
-from requests.utils import get_encoding_from_headers, requote_uri
+from requests.utils import get_encoding_from_headers, requote_uri, select_proxy
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import ConnectionPool, HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.poolmanager import PoolKey, _default_key_normalizer
+from urllib3.util import connection
 
 from crawler import metrics
 from crawler.environment import Limits
 from crawler.errors import PermanentError, TransientError, shown
-from crawler.fetching.network_guard import check_hop
+from crawler.fetching import network_guard
 from crawler.links.canonical import canonical_url
 
 logger = logging.getLogger("example")
@@ -177,8 +189,7 @@ def _get(
         raise _overdue(limits)
     timeout = (min(TIMEOUT[0], remaining), min(TIMEOUT[1], remaining))
     try:
-        public = check_hop(url, public_so_far)
-        return _send_get(session, url, user_agent, timeout), public
+        return _send_get(session, url, user_agent, timeout, public_only=public_so_far)
     except _PERMANENT_REQUEST_ERRORS as e:
         raise PermanentError(f"{type(e).__name__}: {e}") from e
     except (requests.ConnectionError, requests.Timeout) as e:
@@ -210,25 +221,70 @@ def _lookup_failure(error: BaseException) -> socket.gaierror | None:
 
 
 def _send_get(
-    session: requests.Session, url: str, user_agent: str, timeout: tuple[float, float]
-) -> requests.Response:
-    """``session.get(url, headers=..., timeout=..., stream=True, allow_redirects=False)``,
-    minus the work requests repeats for every request to merge per-call settings and
-    hooks that a crawler never passes, and to build a cookie header from an empty jar
-    (CPU per GET and body read, measured here: 447 -> 343 -> 325 µs).
+    session: requests.Session,
+    url: str,
+    user_agent: str,
+    timeout: tuple[float, float],
+    *,
+    public_only: bool,
+) -> tuple[requests.Response, bool]:
+    """``session.get(url, headers=..., timeout=..., stream=True, allow_redirects=False)``
+    through the network guard; the response, and whether the fetch has touched a
+    public address, this hop included.
 
-    The session's headers, cookies, TLS settings and adapter are used as
-    ``session.get`` uses them; with proxies or netrc from the environment
-    (``trust_env``) requests' own path runs, to honour them.
+    Parameters:
+      session(requests.Session): Its headers, cookies, TLS settings and adapter are
+        used as ``session.get`` uses them.
+      url(str): The hop's URL.
+      user_agent(str): The ``User-Agent`` header.
+      timeout(tuple[float, float]): The (connect, read) timeouts.
+      public_only(bool): The fetch, or the page that linked to it, was public: the hop
+        may reach only global addresses.
+
+    The request goes straight to the session's :class:`CrawlerAdapter` (its twin for
+    ``public_only``), whose connection checks the addresses it connects to: this skips
+    the work requests repeats for every request to merge per-call settings and hooks
+    that a crawler never passes, and to build a cookie header from an empty jar (CPU
+    per GET and body read, measured here: 447 -> 343 -> 325 µs).  With proxies or
+    netrc from the environment (``trust_env``) requests prepares the request and its
+    settings, to honour them.  Through a proxy, which resolves the name itself, only
+    the name can be checked, here and before the request (:func:`network_guard.check_hop`).
     """
     if session.trust_env:
-        return session.get(
-            url,
-            headers={"User-Agent": user_agent},
-            timeout=timeout,
-            stream=True,
-            allow_redirects=False,
+        request = session.prepare_request(
+            requests.Request("GET", url, headers={"User-Agent": user_agent})
         )
+        merged = session.merge_environment_settings(str(request.url), {}, True, None, None)
+        proxies, verify, cert = merged["proxies"], merged["verify"], merged["cert"]
+    else:
+        request = _prepare_get(session, url, user_agent)
+        proxies, verify, cert = session.proxies, session.verify, session.cert
+
+    def send(adapter: BaseAdapter) -> requests.Response:
+        return adapter.send(
+            request,
+            stream=True,
+            timeout=timeout,
+            verify=True if verify is None else verify,
+            cert=cert,
+            proxies=proxies,
+        )
+
+    adapter = session.get_adapter(str(request.url))
+    if isinstance(adapter, CrawlerAdapter) and select_proxy(str(request.url), proxies) is None:
+        response = send(adapter.for_hop(public_only))
+        public = public_only or _connected_to_public(response)
+    else:
+        public = network_guard.check_hop(url, public_only)
+        response = send(adapter)
+    if response.cookies:
+        session.cookies.update(response.cookies)
+    return response, public
+
+
+def _prepare_get(session: requests.Session, url: str, user_agent: str) -> PreparedRequest:
+    """The GET that ``session.prepare_request`` would make, minus the merging of
+    settings a crawler never passes."""
     request = requests.PreparedRequest()
     request.prepare_method("GET")
     request.prepare_url(url, None)
@@ -239,17 +295,14 @@ def _send_get(
         cookie = get_cookie_header(session.cookies, request)  # type: ignore[no-untyped-call]
         if cookie:
             request.headers["Cookie"] = cookie
-    response = session.get_adapter(url).send(
-        request,
-        stream=True,
-        timeout=timeout,
-        verify=True if session.verify is None else session.verify,
-        cert=session.cert,
-        proxies=session.proxies,
-    )
-    if response.cookies:
-        session.cookies.update(response.cookies)
-    return response
+    return request
+
+
+def _connected_to_public(response: requests.Response) -> bool:
+    """Whether the connection that sent ``response`` (one of :class:`CrawlerAdapter`'s)
+    was opened to a name whose addresses were all global."""
+    connection = response.raw.connection
+    return isinstance(connection, _HTTPConnection) and connection.public
 
 
 def _proxies_or_netrc() -> bool:
@@ -259,25 +312,81 @@ def _proxies_or_netrc() -> bool:
     return any(os.path.exists(os.path.expanduser(f"~/{n}")) for n in (".netrc", "_netrc"))
 
 
-class _PeerKnowing:
-    """A connection that notes the address it connected to, which a response closing
-    the connection (``Connection: close``, HTTP/1.0) would otherwise take with it."""
+class _HTTPConnection(HTTPConnection):
+    """urllib3's connection, opened through the network guard: the host name is
+    resolved once, every address of the answer is checked, and the socket connects to
+    one of those very addresses (a second look-up could answer otherwise).  The Host
+    header, and for HTTPS the server name and certificate check, stay the URL's host.
 
+    Parameters:
+      public_only(bool): Refuse (:class:`network_guard.PrivateAddress`) a name with an
+        address that is not global, before anything is sent.
+
+    Each (re)connection notes what it learnt: ``public``, whether every address of the
+    name was global, and ``peer_address``, the address it connected to, which a response
+    closing the connection (``Connection: close``, HTTP/1.0) would otherwise take with it.
+    """
+
+    public: bool = False
     peer_address: str | None = None
 
-    def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
+    def __init__(self, host: str, port: int | None = None, *, public_only: bool, **kw: Any) -> None:
+        super().__init__(host, port, **kw)
+        self.public_only = public_only
+
+    def _new_conn(self) -> socket.socket:
+        # As urllib3's own, with its errors: a gaierror stays the cause of the
+        # NameResolutionError, where _lookup_failure looks for it.
+        host = self._dns_host.strip("[]")
         try:
-            self.peer_address = str(self.sock.getpeername()[0])  # type: ignore[attr-defined]
+            answers = socket.getaddrinfo(
+                host, self.port, connection.allowed_gai_family(), socket.SOCK_STREAM
+            )
+            addresses = [answer[4] for answer in answers]
+            self.public = network_guard.check_addresses(
+                self.host, (str(address[0]) for address in addresses), public_only=self.public_only
+            )
+            sock = self._connect_to_one_of(addresses)
+        except socket.gaierror as e:
+            raise NameResolutionError(self.host, self, e) from e
+        except TimeoutError as e:
+            raise ConnectTimeoutError(
+                self, f"Connection to {self.host} timed out. (connect timeout={self.timeout})"
+            ) from e
+        except OSError as e:
+            raise NewConnectionError(self, f"Failed to establish a new connection: {e}") from e
+        sys.audit("http.client.connect", self, self.host, self.port)
+        return sock
+
+    def _connect_to_one_of(self, addresses: list[tuple[Any, ...]]) -> socket.socket:
+        """A socket connected to the first of ``addresses`` (``getaddrinfo``'s socket
+        addresses) that accepts, tried in order as urllib3's ``create_connection``
+        tries them; the last one's error if none does."""
+        error = OSError("getaddrinfo returns an empty list")
+        for address in addresses:
+            literal = str(address[0])
+            if len(address) == 4 and address[3]:  # an IPv6 scope, which the string lacks
+                literal += f"%{address[3]}"
+            try:
+                return connection.create_connection(
+                    (literal, self.port),
+                    self.timeout,
+                    source_address=self.source_address,
+                    socket_options=self.socket_options,
+                )
+            except OSError as e:
+                error = e
+        raise error
+
+    def connect(self) -> None:
+        super().connect()
+        try:
+            self.peer_address = str(self.sock.getpeername()[0])
         except (AttributeError, OSError):
             self.peer_address = None
 
 
-class _HTTPConnection(_PeerKnowing, HTTPConnection):
-    pass
-
-
-class _HTTPSConnection(_PeerKnowing, HTTPSConnection):
+class _HTTPSConnection(_HTTPConnection, HTTPSConnection):
     pass
 
 
@@ -289,18 +398,64 @@ class _HTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
+#: urllib3's pool key plus ``key_public_only``: the pool manager makes its key from
+#: every keyword its pools get, and refuses one the key has no field for.
+_GuardedPoolKey = collections.namedtuple(  # type: ignore[misc]
+    "_GuardedPoolKey", [*PoolKey._fields, "key_public_only"]
+)
+#: The pool manager's key function for both schemes (urllib3 types the key class as
+#: PoolKey, and takes any namedtuple with PoolKey's fields "at a minimum").
+_guarded_pool_key = functools.partial(
+    _default_key_normalizer,
+    _GuardedPoolKey,  # type: ignore[arg-type]
+)
+
+
 class CrawlerAdapter(HTTPAdapter):
     """requests' adapter, minus work it repeats on every request of a crawl: a
     host's connection pool is looked up once while the pool manager keeps it open
     (not through the proxy and pool-key logic each time), and a response that sets
     no cookie skips the cookie jar's header parsing.  With proxies, or cookies to
-    take, requests' own code runs."""
+    take, requests' own code runs.
 
-    def __init__(self) -> None:
+    Its connections go through the network guard (:class:`_HTTPConnection`).  The
+    adapter a session mounts may connect to any address and owns a public-only twin,
+    which :meth:`for_hop` hands out for a hop that may reach only global addresses;
+    each keeps its own pools, so a connection opened to a private address is never
+    reused for such a hop.
+
+    Parameters:
+      public_only(bool): Whether its connections refuse a name with an address that is
+        not global.
+    """
+
+    def __init__(self, *, public_only: bool = False) -> None:
+        self.public_only = public_only  # before requests' __init__ makes the pool manager
         super().__init__()
         self._pools: dict[tuple[str, object, object], ConnectionPool] = {}
-        # Connections that know their server's address (WARC-IP-Address).
+        self._public_twin = None if public_only else CrawlerAdapter(public_only=True)
+
+    def init_poolmanager(
+        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
+    ) -> None:
+        super().init_poolmanager(
+            connections, maxsize, block, public_only=self.public_only, **pool_kwargs
+        )
+        # Connections through the guard, that know their server's address (WARC-IP-Address).
         self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+        self.poolmanager.key_fn_by_scheme = {"http": _guarded_pool_key, "https": _guarded_pool_key}
+
+    def for_hop(self, public_only: bool) -> CrawlerAdapter:
+        """The adapter to send a hop through: the public-only twin when the hop may
+        reach only global addresses, else this one."""
+        if public_only and self._public_twin is not None:
+            return self._public_twin
+        return self
+
+    def close(self) -> None:
+        super().close()
+        if self._public_twin is not None:
+            self._public_twin.close()
 
     def get_connection_with_tls_context(
         self,
