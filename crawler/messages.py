@@ -27,20 +27,28 @@ R = TypeVar("R")
 
 
 def checked(crawl: Callable[P, R]) -> Callable[P, R]:
-    """Wrap ``crawl``: its message's arguments checked (:func:`check_arguments`) before
-    it runs."""
+    """Wrap ``crawl``: its message's arguments checked (:func:`check_call`) before it
+    runs."""
     signature = inspect.signature(crawl)
 
     @functools.wraps(crawl)
     def crawl_checked(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as e:  # a missing URL, an argument this crawler does not know
-            raise InvalidMessage(f"message arguments: {e}") from e
-        check_arguments(bound.arguments)
+        check_call(signature, args, kwargs)
         return crawl(*args, **kwargs)
 
     return crawl_checked
+
+
+def check_call(signature: inspect.Signature, args: Any, kwargs: Any) -> None:
+    """Raise :class:`~crawler.errors.InvalidMessage` unless a message's ``args`` and
+    ``kwargs`` bind to ``signature`` (``crawl``'s) and pass :func:`check_arguments`."""
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
+        raise InvalidMessage("message arguments: args must be a list and kwargs an object")
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as e:  # a missing URL, an argument this crawler does not know
+        raise InvalidMessage(f"message arguments: {e}") from e
+    check_arguments(bound.arguments)
 
 
 def check_arguments(arguments: Mapping[str, Any]) -> None:

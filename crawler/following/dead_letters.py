@@ -10,6 +10,7 @@ in the crawl's counters; then it leaves the dead-letter queue.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ from crawler.environment import Lifetimes
 from crawler.errors import InvalidMessage
 from crawler.following.records import url_of
 from crawler.frontier import claims, counters
-from crawler.messages import check_arguments
+from crawler.messages import check_call
 
 #: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
 #: the bare ``crawl(url)`` messages of upstream, which belong to none.
@@ -31,10 +32,13 @@ ALL = "all"
 Message = dramatiq.Message[Any]
 
 
-def check_message(message: Message) -> None:
+def check_message(broker: dramatiq.Broker, message: Message) -> None:
     """Raise :class:`~crawler.errors.InvalidMessage` for a message workers would refuse."""
-    kwargs = message.kwargs if isinstance(message.kwargs, dict) else {"options": "?"}
-    check_arguments({"url": url_of(message), **kwargs})
+    try:
+        actor = broker.get_actor(message.actor_name)
+    except dramatiq.errors.ActorNotFound as e:
+        raise InvalidMessage(f"no actor {message.actor_name!r}") from e
+    check_call(inspect.signature(actor.fn), message.args, message.kwargs)
 
 
 def crawl_of(message: Message) -> str | None:
@@ -62,7 +66,7 @@ def replay(
 
     def send_again(message: Message) -> bool:
         try:
-            check_message(message)
+            check_message(broker, message)
         except InvalidMessage as e:
             invalid.append((message, str(e)))
             return False
