@@ -16,11 +16,11 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
-from urllib.parse import urlsplit
 
+from crawler.environment import limits_from_environment
 from crawler.errors import InvalidMessage
 from crawler.frontier.scope import KINDS, MAX_SITEMAP_LEVEL
-from crawler.options import FLAG, CrawlOptions, Rule, quoted
+from crawler.options import FLAG, WHOLE, CrawlOptions, Rule, canonical_http_url, quoted, utf8_text
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -70,19 +70,10 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
 
 
 def _url(value: Any) -> str:
-    """An absolute http(s) URL with a host (a sitemap's part: with its ``#part-N``)."""
-    if not isinstance(value, str):
-        raise ValueError
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError
-    return value
-
-
-def _depth(value: Any) -> int:
-    if type(value) is not int or value < 0:
-        raise ValueError
-    return value
+    """An absolute http(s) URL, as the seeder's command line takes one (a sitemap's
+    part: with its ``#part-N``)."""
+    canonical_http_url(utf8_text(value))
+    return str(value)
 
 
 def _level(value: Any) -> int:
@@ -97,6 +88,8 @@ def _listed(value: Any) -> dict[str, list[str]] | None:
         return None
     if not isinstance(value, dict) or set(value) != set(KINDS):
         raise ValueError
+    if sum(len(urls) for urls in value.values() if isinstance(urls, list)) > MAX_LISTED:
+        raise ValueError(f"more than {MAX_LISTED} URLs")
     for urls in value.values():
         if not isinstance(urls, list):
             raise ValueError
@@ -108,10 +101,12 @@ def _listed(value: Any) -> dict[str, list[str]] | None:
     return value
 
 
+#: URLs a part of a long sitemap carries at most: what one message sends.
+MAX_LISTED = limits_from_environment().max_links_per_page
 #: The rules of ``crawl``'s arguments besides its options.
 ARGUMENTS: dict[str, Rule[Any]] = {
     "url": Rule("an http:// or https:// URL", _url),
-    "depth": Rule("a whole number", _depth),
+    "depth": WHOLE,
     "via_public": FLAG,
     "sitemap": Rule(f"a whole number from 0 to {MAX_SITEMAP_LEVEL}", _level),
     "listed": Rule("null or lists of 'pages' and 'sitemaps' URLs", _listed),

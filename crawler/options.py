@@ -172,6 +172,19 @@ def patterns(sources: tuple[str, ...]) -> list[re.Pattern[str]]:
     return [re.compile(source) for source in sources]
 
 
+#: The largest whole number an option takes: what Memcached and Redis counters hold.
+MAX_WHOLE = 2**63 - 1
+#: ``--max-per-host`` at most: each fetch looks at that many slot keys.
+MAX_PER_HOST = 1000
+#: ``--max-rate`` from this to that many requests per second: a slower rate's buckets
+#: would outlive what Memcached takes as a lifetime (30 days), a faster one limits nothing.
+RATE_RANGE = (0.001, 10_000.0)
+#: The longest ``--include``/``--exclude`` pattern: longer ones are refused rather than
+#: compiled (Python's compiler recurses on nesting).
+MAX_PATTERN = 1000
+#: The longest ``--warc`` directory name, and the longest part of it (most file systems').
+MAX_DIRECTORY, MAX_DIRECTORY_PART = 1024, 255
+
 #: What ``--allow-domain`` takes once IDNA-encoded: host name characters only.
 _DOMAIN = re.compile(r"[a-z0-9_.-]+", re.ASCII)
 #: A crawl id a message may carry: the seeder's are 32 hex digits; other programs'
@@ -201,22 +214,45 @@ def _flag(value: Any) -> bool:
 
 
 def _whole(value: Any) -> int:
-    if type(value) is not int or value < 0:  # bool is no int here: True is not 1 page
+    if type(value) is not int or not 0 <= value <= MAX_WHOLE:  # bool is no int: True is no 1
         raise ValueError
     return value
 
 
 def _above_zero(value: Any) -> int:
-    if type(value) is not int or value < 1:
+    if type(value) is not int or not 1 <= value <= MAX_WHOLE:
         raise ValueError
     return value
 
 
-def _finite_above_zero(value: Any) -> float:
-    """A number of a message (JSON's NaN and Infinity included) or of ``float()``."""
-    if type(value) not in (int, float) or not (math.isfinite(value) and value > 0):
+def _per_host(value: Any) -> int:
+    if type(value) is not int or not 1 <= value <= MAX_PER_HOST:
         raise ValueError
-    return float(value)
+    return value
+
+
+def _rate(value: Any) -> float:
+    """A number of a message (JSON's NaN and Infinity included) or of ``float()``."""
+    if type(value) not in (int, float):
+        raise ValueError
+    try:
+        rate = float(value)  # an int past float's range: OverflowError
+    except OverflowError as e:
+        raise ValueError from e
+    if not (math.isfinite(rate) and RATE_RANGE[0] <= rate <= RATE_RANGE[1]):
+        raise ValueError
+    return rate
+
+
+def utf8_text(value: Any) -> str:
+    """A string that can be written out: no lone surrogate (JSON's ``"\\ud800"``)."""
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("a lone surrogate in it") from e
+    return value
 
 
 def _crawl_id(value: Any) -> str:
@@ -228,9 +264,7 @@ def _crawl_id(value: Any) -> str:
 def host_name(value: Any) -> str:
     """A host name or IP address, spelt as canonical URLs spell hosts (lower case, IDNA,
     no trailing dot), so that it can match them."""
-    if not isinstance(value, str):
-        raise ValueError("not a string")
-    domain = value.strip().lower().rstrip(".")
+    domain = utf8_text(value).strip().lower().rstrip(".")
     try:
         if ":" in domain:  # an IPv6 address, with or without its brackets
             return str(ipaddress.IPv6Address(domain.strip("[]")))
@@ -245,13 +279,14 @@ def host_name(value: Any) -> str:
 
 def regular_expression(value: Any) -> str:
     """A pattern Python's ``re`` compiles."""
-    if not isinstance(value, str):
-        raise ValueError("not a string")
+    source = utf8_text(value)
+    if len(source) > MAX_PATTERN:
+        raise ValueError(f"longer than {MAX_PATTERN} characters")
     try:
-        re.compile(value)
-    except re.error as e:
-        raise ValueError(str(e)) from e
-    return value
+        re.compile(source)
+    except (re.error, OverflowError, RecursionError) as e:  # a{99999999999}: OverflowError
+        raise ValueError(str(e) or type(e).__name__) from e
+    return source
 
 
 def _each(check: Callable[[Any], str]) -> Callable[[Any], tuple[str, ...]]:
@@ -277,7 +312,7 @@ def header_value(value: Any) -> str:
     Spaces around it are dropped (requests refuses a leading one)."""
     if not isinstance(value, str):
         raise ValueError
-    if any((ord(char) < 32 and char != "\t") or ord(char) == 127 for char in value):
+    if any((ord(char) < 32 and char != "\t") or 127 <= ord(char) < 160 for char in value):
         raise ValueError("it has a line break or control character")
     try:
         value.encode("latin-1")
@@ -289,16 +324,21 @@ def header_value(value: Any) -> str:
 def directory_name(value: Any) -> str:
     """A directory, as a message may name one: where it lands is the worker's to say
     (:meth:`crawler.archiving.warc.WarcFiles.directory`); ``..`` never."""
-    if not isinstance(value, str) or not value or "\0" in value:
+    name = utf8_text(value)
+    if not name or "\0" in name:
         raise ValueError
-    if ".." in Path(value).parts:
+    parts = Path(name).parts
+    if ".." in parts:
         raise ValueError("'..' is not allowed in it")
-    return value
+    if len(name) > MAX_DIRECTORY or any(len(part) > MAX_DIRECTORY_PART for part in parts):
+        raise ValueError(f"longer than {MAX_DIRECTORY} characters, or {MAX_DIRECTORY_PART} a part")
+    return name
 
 
 WHOLE = Rule("a whole number", _whole)
 ABOVE_ZERO = Rule("a whole number above zero", _above_zero)
-FINITE_ABOVE_ZERO = Rule("a finite number above zero", _finite_above_zero)
+RATE = Rule(f"a number from {RATE_RANGE[0]:g} to {RATE_RANGE[1]:g}", _rate)
+PER_HOST = Rule(f"a whole number from 1 to {MAX_PER_HOST}", _per_host)
 FLAG = Rule("true or false", _flag)
 HEADER_VALUE = Rule("a header value", header_value)
 DIRECTORY = Rule("a directory name", directory_name)
@@ -314,12 +354,12 @@ RULES: dict[str, Rule[Any]] = {
     "max_depth": WHOLE,
     "max_pages": ABOVE_ZERO,
     "obey_robots": FLAG,
-    "max_rate": FINITE_ABOVE_ZERO,
+    "max_rate": RATE,
     "user_agent": HEADER_VALUE,
     "include": PATTERNS,
     "exclude": PATTERNS,
     "allowed_sites": DOMAINS,
-    "max_per_host": ABOVE_ZERO,
+    "max_per_host": PER_HOST,
     "max_pages_per_host": ABOVE_ZERO,
     "sitemaps": FLAG,
     "breadth_first": FLAG,
@@ -399,13 +439,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--max-rate",
-        type=positive_float,
+        type=rate,
         metavar="R",
         help="R requests per second per host at most, across all workers",
     )
     group.add_argument(
         "--max-per-host",
-        type=positive_int,
+        type=per_host,
         metavar="N",
         help="N fetches in flight per host at most, across all workers",
     )
@@ -486,14 +526,19 @@ def positive_int(value: str) -> int:
     return _parsed(value, _digits(value), ABOVE_ZERO)
 
 
-def positive_float(value: str) -> float:
-    """An ``argparse`` type: a finite number above zero (``nan``, ``inf`` and ``1e309``,
+def rate(value: str) -> float:
+    """An ``argparse`` type: ``--max-rate``'s number (``nan``, ``inf`` and ``1e309``,
     which float() takes, would fail every page of the crawl)."""
     try:
         number: float | None = float(value)
     except ValueError:
         number = None
-    return _parsed(value, number, FINITE_ABOVE_ZERO)
+    return _parsed(value, number, RATE)
+
+
+def per_host(value: str) -> int:
+    """An ``argparse`` type: ``--max-per-host``'s number."""
+    return _parsed(value, _digits(value), PER_HOST)
 
 
 def domain_name(value: str) -> str:
@@ -550,19 +595,30 @@ def warc_directory(value: str) -> str:
 
 
 def http_url(value: str) -> str:
-    """An ``argparse`` type: an absolute http(s) URL, in its canonical form.
+    """An ``argparse`` type: an absolute http(s) URL, in its canonical form
+    (:func:`canonical_http_url`)."""
+    try:
+        return canonical_http_url(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{value!r} {e}") from e
+
+
+def canonical_http_url(value: str) -> str:
+    """``value`` in its canonical form, if it is an absolute http(s) URL; else a
+    ``ValueError`` saying why ("has no host name"), for the seeder's command line and
+    a message's URL alike.
 
     Refused: another scheme, no host, a port that is not a number from 1 to 65535,
     a host name no resolver accepts, anything requests cannot send.
     """
     parts = urlsplit(value)
     if parts.scheme.lower() not in ("http", "https"):
-        raise argparse.ArgumentTypeError(f"{value!r} is not an http:// or https:// URL")
+        raise ValueError("is not an http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError("has no host name")
     try:
-        if not parts.hostname:
-            raise argparse.ArgumentTypeError(f"{value!r} has no host name")
         parts.port  # noqa: B018  (raises ValueError on a bad port)
         requests.Request("GET", value).prepare()
         return canonical_url(clean_href(value))  # port 0, impossible host names
     except (ValueError, requests.RequestException) as e:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a valid URL: {e}") from e
+        raise ValueError(f"is not a valid URL: {e}") from e

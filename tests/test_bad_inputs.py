@@ -243,9 +243,12 @@ def test_canonical_url_keeps_valid_edge_cases(url: str, canonical: str | None) -
 @pytest.mark.parametrize(
     ("args", "reason"),
     [
-        (["--max-rate", "nan"], "argument --max-rate: 'nan' is not a finite number above zero"),
-        (["--max-rate", "inf"], "argument --max-rate: 'inf' is not a finite number above zero"),
-        (["--max-rate", "1e309"], "argument --max-rate: '1e309' is not a finite number above zero"),
+        (["--max-rate", "nan"], "argument --max-rate: 'nan' is not a number from 0.001 to 10000"),
+        (["--max-rate", "inf"], "argument --max-rate: 'inf' is not a number from 0.001 to 10000"),
+        (
+            ["--max-rate", "1e309"],
+            "argument --max-rate: '1e309' is not a number from 0.001 to 10000",
+        ),
         (["--allow-domain", ""], "argument --allow-domain: '' is not a domain name"),
         (["--allow-domain", "a..b"], "argument --allow-domain: 'a..b' is not a domain name"),
         (

@@ -479,7 +479,7 @@ def test_the_new_options_travel_in_messages_and_bad_ones_are_refused_on_the_comm
     assert not options.allows_url("http://example.com/docs/")
     for bad, said in (
         (["--include", "(unclosed"], "is not a regular expression"),
-        (["--max-per-host", "0"], "is not a whole number above zero"),
+        (["--max-per-host", "0"], "is not a whole number from 1 to 1000"),
         (["--max-pages-per-host", "x"], "is not a whole number above zero"),
     ):
         done = seed(environment(), "--local", "http://127.0.0.1:9/", *bad)

@@ -72,7 +72,7 @@ def test_seeder_prints_usage_and_fails_without_a_url() -> None:
     [
         (["--local", "--threads", "0"], "argument --threads: '0' is not a whole number above zero"),
         (["--max-pages", "1.5"], "argument --max-pages: '1.5' is not a whole number above zero"),
-        (["--max-rate", "fast"], "argument --max-rate: 'fast' is not a finite number above zero"),
+        (["--max-rate", "fast"], "argument --max-rate: 'fast' is not a number from 0.001 to 10000"),
         (["--max-depth", "-1"], "argument --max-depth: '-1' is not a whole number"),
     ],
 )

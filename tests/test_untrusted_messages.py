@@ -41,7 +41,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"options": {"max_rate": float("nan")}},
-        "max_rate must be a finite number above zero, got nan",
+        "max_rate must be a number from 0.001 to 10000, got nan",
     ),
     ({"options": "not-a-dict"}, "message options must be a JSON object, got 'not-a-dict'"),
     (
@@ -51,7 +51,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"options": {"user_agent": "x\r\nX-Evil: 1"}}, "user_agent must be a header value"),
     (
         {"options": {"max_rate": float("inf")}},
-        "max_rate must be a finite number above zero, got inf",
+        "max_rate must be a number from 0.001 to 10000, got inf",
     ),
     ({"options": {"max_pages": 0}}, "max_pages must be a whole number above zero, got 0"),
     ({"options": {"max_depth": True}}, "max_depth must be a whole number, got True"),
@@ -59,7 +59,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"options": {"include": ["(unclosed"]}}, "include must be a list of regular expressions"),
     ({"options": {"exclude": "x"}}, "exclude must be a list of regular expressions, got 'x'"),
     ({"options": {"allowed_sites": [5]}}, "allowed_sites must be a list of domain names, got [5]"),
-    ({"options": {"max_per_host": -1}}, "max_per_host must be a whole number above zero, got -1"),
+    ({"options": {"max_per_host": -1}}, "max_per_host must be a whole number from 1 to 1000"),
     (
         {"options": {"max_pages_per_host": 2.5}},
         "max_pages_per_host must be a whole number above",
@@ -74,6 +74,19 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"via_public": "no"}, "message arguments: via_public must be true or false, got 'no'"),
     ({"listed": {"pages": "x"}}, "message arguments: listed must be null or lists of"),
     ({"colour": "red"}, "message arguments: got an unexpected keyword argument 'colour'"),
+    # Values past what later code can take: each refused as plainly, never an error of
+    # another kind (OverflowError, RecursionError, UnicodeEncodeError) past the check.
+    ({"options": {"max_rate": 10**400}}, "max_rate must be a number from 0.001 to 10000"),
+    ({"options": {"max_rate": 1e-320}}, "max_rate must be a number from 0.001 to 10000"),
+    ({"options": {"max_per_host": 10**9}}, "max_per_host must be a whole number from 1 to"),
+    ({"options": {"max_pages": 10**30}}, "max_pages must be a whole number above zero"),
+    ({"options": {"include": ["a{99999999999}"]}}, "include must be a list of regular"),
+    ({"options": {"exclude": ["(" * 500 + ")" * 500]}}, "exclude must be a list of regular"),
+    ({"options": {"warc": "a\udc80"}}, "warc must be a directory name"),
+    ({"options": {"warc": "x" * 300}}, "warc must be a directory name"),
+    ({"options": {"user_agent": "bot\x85"}}, "user_agent must be a header value"),
+    ({"depth": 10**30}, "message arguments: depth must be a whole number"),
+    ({"listed": {"pages": ["http://a/"] * 5000, "sitemaps": []}}, "listed must be"),
 ]
 
 
@@ -122,7 +135,7 @@ def test_each_malformed_message_ends_at_once_with_one_clear_line_no_fetch_and_a_
             kwargs["options"]["crawl_id"] = CRAWL_ID
         sent.append(([site.url(f"/bad/{number}.html")], kwargs))
     no_url: tuple[list[Any], dict[str, Any]] = ([], {"depth": 1})
-    not_a_url: tuple[list[Any], dict[str, Any]] = (["file:///etc/passwd"], {})
+    not_a_url: tuple[list[Any], dict[str, Any]] = (["http://127.0.0.1:99999/\ud800"], {})
     good = ([site.url("/good.html")], {"options": {"crawl_id": CRAWL_ID}})
 
     workers = WorkerProcesses(env, processes=1, threads=4)
@@ -145,7 +158,7 @@ def test_each_malformed_message_ends_at_once_with_one_clear_line_no_fetch_and_a_
         assert len(lines) == 1, lines  # one line, on the first delivery: no retry
         assert "Giving up on URL" in lines[0] and words in lines[0], lines[0]
     assert workers.count("message arguments: missing a required argument: 'url'") == 1
-    assert workers.count("url must be an http:// or https:// URL, got 'file:///etc/passwd'") == 1
+    assert workers.count("url must be an http:// or https:// URL, got 'http://127.0.0.1:9") == 1
     assert "Traceback" not in log and "CRITICAL" not in log and "will be retried" not in log
     assert site.fetch_counts() == {"/good.html": 1}  # the good one proves workers fetch
     assert dead_letters(env) == len(sent) + 2
@@ -153,7 +166,7 @@ def test_each_malformed_message_ends_at_once_with_one_clear_line_no_fetch_and_a_
     # Each refused message whose options name the crawl is counted there as failed.
     named = [k for _, k in sent if isinstance(k.get("options"), dict)]
     counted = sum(k["options"]["crawl_id"] == CRAWL_ID for k in named)
-    assert counted == len(sent) - 7
+    assert counted == len(named) - 1  # all but the one whose crawl_id is refused
     status = seed(env, "--status", CRAWL_ID)
     assert "1 pages fetched, " in status.stdout and f" {counted} failed;" in status.stdout
     # Listed like any dead letter; not replayed, since workers would only refuse them
@@ -245,4 +258,39 @@ def test_a_refused_message_is_recorded_as_failed_and_counted_but_claims_nothing(
     with pool.reserve() as client:
         assert (counters.read(client, "c1") or {})["failed"] == 1
         assert client.get(claims.url_hash(url, "c1")) == claim  # another message's: untouched
-    assert options.quoted("x" * 500).endswith("...")
+
+
+def test_a_refused_message_takes_no_claim_and_sends_no_request(
+    stub_broker: StubBroker, site: SiteServer, memcached: Any
+) -> None:
+    site.pages["/page.html"] = html()
+    url = site.url("/page.html")
+
+    for bad in ({"crawl_id": "c2", "max_depth": "abc"}, {"crawl_id": "c2", "warc": "w"}):
+        with pytest.raises(InvalidMessage):  # this process has no CRAWLER_WARC_DIR
+            example.crawl(url, options=bad)
+
+    assert site.fetch_counts() == {}
+    assert memcached.get(claims.url_hash(url, "c2")) is None
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"max_rate": 10**400}, {"max_rate": -0.0}, {"max_rate": "1"}, {"max_per_host": 10**9},
+        {"include": ["a{99999999999}"]}, {"include": ["(" * 5000 + ")" * 5000]},
+        {"include": [None]}, {"allowed_domains": ["\ud800"]}, {"allowed_domains": ["a" * 300]},
+        {"warc": "\udc80"}, {"warc": "a/" * 600}, {"warc": ""}, {"crawl_id": ""},
+        {"user_agent": "\x85"}, {"user_agent": "\u4e2d"}, {"max_depth": 2**63},
+    ],
+)  # fmt: skip
+def test_a_value_no_rule_allows_is_refused_as_invalid_and_nothing_else(
+    values: dict[str, Any],
+) -> None:
+    with pytest.raises(InvalidMessage, match=r"^message options: "):
+        CrawlOptions.from_message(values)
+    assert CrawlOptions.readable_from_message(values) == CrawlOptions()  # the bookkeeping's
+
+
+def test_an_error_quotes_a_value_cut_short() -> None:
+    assert options.quoted("x" * 500) == repr("x" * 500)[:97] + "..."

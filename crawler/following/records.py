@@ -83,10 +83,14 @@ def skipped_record(url: str, outcome: str) -> Record:
 
 
 def url_of(message: Any) -> str:
-    """The URL a ``crawl`` message names, as a string whatever the message holds."""
+    """The URL a ``crawl`` message names, as a string that can be written out, whatever
+    the message holds."""
     kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
     url = message.args[0] if message.args else kwargs.get("url")
-    return url if isinstance(url, str) else repr(url)
+    try:
+        return url if isinstance(url, str) and url.encode("utf-8") else repr(url)
+    except UnicodeEncodeError:  # a lone surrogate: no output file or terminal takes it
+        return repr(url)
 
 
 class Recorder(Middleware):
