@@ -72,7 +72,7 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
 def _url(value: Any) -> str:
     """An absolute http(s) URL, as the seeder's command line takes one (a sitemap's
     part: with its ``#part-N``)."""
-    canonical_http_url(utf8_text(value))
+    canonical_http_url(utf8_text(value), sendable=False)
     return str(value)
 
 

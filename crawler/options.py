@@ -603,13 +603,15 @@ def http_url(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{value!r} {e}") from e
 
 
-def canonical_http_url(value: str) -> str:
+def canonical_http_url(value: str, *, sendable: bool = True) -> str:
     """``value`` in its canonical form, if it is an absolute http(s) URL; else a
     ``ValueError`` saying why ("has no host name"), for the seeder's command line and
     a message's URL alike.
 
     Refused: another scheme, no host, a port that is not a number from 1 to 65535,
-    a host name no resolver accepts, anything requests cannot send.
+    a host name no resolver accepts; with ``sendable``, anything requests cannot send
+    (requests' own check costs 0.1 ms: a worker leaves it to the fetch, which refuses
+    the same as a permanent error).
     """
     parts = urlsplit(value)
     if parts.scheme.lower() not in ("http", "https"):
@@ -618,7 +620,10 @@ def canonical_http_url(value: str) -> str:
         raise ValueError("has no host name")
     try:
         parts.port  # noqa: B018  (raises ValueError on a bad port)
-        requests.Request("GET", value).prepare()
-        return canonical_url(clean_href(value))  # port 0, impossible host names
+        if sendable:
+            requests.Request("GET", value).prepare()
+        canonical = canonical_url(clean_href(value))  # port 0, impossible host names
+        host_name(urlsplit(canonical).hostname)  # a space, a control character
+        return canonical
     except (ValueError, requests.RequestException) as e:
         raise ValueError(f"is not a valid URL: {e}") from e

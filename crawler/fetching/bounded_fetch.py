@@ -271,7 +271,8 @@ def _send_get(
         )
 
     adapter = session.get_adapter(str(request.url))
-    if isinstance(adapter, CrawlerAdapter) and select_proxy(str(request.url), proxies) is None:
+    direct = not proxies or select_proxy(str(request.url), proxies) is None
+    if isinstance(adapter, CrawlerAdapter) and direct:
         response = send(adapter.for_hop(public_only))
         public = public_only or _connected_to_public(response)
     else:
