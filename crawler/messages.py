@@ -17,7 +17,6 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
-from crawler.environment import limits_from_environment
 from crawler.errors import InvalidMessage
 from crawler.frontier.scope import KINDS, MAX_SITEMAP_LEVEL
 from crawler.options import FLAG, WHOLE, CrawlOptions, Rule, canonical_http_url, quoted, utf8_text
@@ -101,8 +100,10 @@ def _listed(value: Any) -> dict[str, list[str]] | None:
     return value
 
 
-#: URLs a part of a long sitemap carries at most: what one message sends.
-MAX_LISTED = limits_from_environment().max_links_per_page
+#: URLs a part of a long sitemap carries at most: as many as the sitemap protocol lets
+#: one file list (a part holds ``CRAWLER_MAX_LINKS_PER_PAGE`` of its sender's, which
+#: other workers need not share).
+MAX_LISTED = 50_000
 #: The rules of ``crawl``'s arguments besides its options.
 ARGUMENTS: dict[str, Rule[Any]] = {
     "url": Rule("an http:// or https:// URL", _url),

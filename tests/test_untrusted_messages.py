@@ -86,7 +86,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"options": {"warc": "x" * 300}}, "warc must be a directory name"),
     ({"options": {"user_agent": "bot\x85"}}, "user_agent must be a header value"),
     ({"depth": 10**30}, "message arguments: depth must be a whole number"),
-    ({"listed": {"pages": ["http://a/"] * 5000, "sitemaps": []}}, "listed must be"),
+    ({"listed": {"pages": ["http://a/"] * 50_001, "sitemaps": []}}, "listed must be"),
 ]
 
 
