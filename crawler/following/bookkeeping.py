@@ -26,7 +26,7 @@ from dramatiq.middleware import CurrentMessage, Retries
 
 from crawler import metrics
 from crawler.environment import Lifetimes
-from crawler.following.records import Record, Recorder
+from crawler.following.records import Record, Recorder, kwargs_of
 from crawler.frontier import STORE_ERRORS, claims, counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
@@ -64,11 +64,6 @@ def patiently(deadline: float) -> Callable[[Callable[[], T]], T]:
                 pause = min(pause * 2, PAUSES[1])
 
     return run
-
-
-def kwargs_of(message: Any) -> dict[str, Any]:
-    """A message's keyword arguments, or none when it holds something else."""
-    return message.kwargs if isinstance(message.kwargs, dict) else {}
 
 
 def keep_books(

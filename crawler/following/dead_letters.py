@@ -21,7 +21,7 @@ from dramatiq.common import q_name, xq_name
 
 from crawler.environment import Lifetimes
 from crawler.errors import InvalidMessage
-from crawler.following.records import url_of
+from crawler.following.records import kwargs_of, url_of
 from crawler.frontier import claims, counters
 from crawler.messages import check_call
 
@@ -42,7 +42,7 @@ def check_message(broker: dramatiq.Broker, message: Message) -> None:
 
 
 def crawl_of(message: Message) -> str | None:
-    options = message.kwargs.get("options") if isinstance(message.kwargs, dict) else None
+    options = kwargs_of(message).get("options")
     return options.get("crawl_id") if isinstance(options, dict) else None
 
 
@@ -85,7 +85,7 @@ def replay(
         )
         owner = crawl_of(message)
         with pool.reserve() as client:
-            name = claims.claim_name(url_of(message), message.kwargs.get("sitemap", 0))
+            name = claims.claim_name(url_of(message), kwargs_of(message).get("sitemap", 0))
             claims.reopen(client, name, message.message_id, owner, lifetimes)
             if owner is not None:
                 counters.reopened(client, owner, message.message_id)

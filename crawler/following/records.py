@@ -82,11 +82,15 @@ def skipped_record(url: str, outcome: str) -> Record:
     return {"url": url, "outcome": outcome}
 
 
+def kwargs_of(message: Any) -> dict[str, Any]:
+    """A message's keyword arguments, or none when it holds something else."""
+    return message.kwargs if isinstance(message.kwargs, dict) else {}
+
+
 def url_of(message: Any) -> str:
     """The URL a ``crawl`` message names, as a string that can be written out, whatever
     the message holds."""
-    kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
-    url = message.args[0] if message.args else kwargs.get("url")
+    url = message.args[0] if message.args else kwargs_of(message).get("url")
     try:
         return url if isinstance(url, str) and url.encode("utf-8") else repr(url)
     except UnicodeEncodeError:  # a lone surrogate: no output file or terminal takes it
@@ -130,7 +134,7 @@ class Recorder(Middleware):
         exception: BaseException | None = None,
     ) -> None:
         started = self._started.pop(message.message_id, time.monotonic())
-        kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
+        kwargs = kwargs_of(message)
         if exception is None:
             record = dict(result) if isinstance(result, dict) else {"url": url_of(message)}
             record.setdefault("outcome", CRAWLED)
