@@ -19,7 +19,16 @@ from typing import Any, ParamSpec, TypeVar
 
 from crawler.errors import InvalidMessage
 from crawler.frontier.scope import KINDS, MAX_SITEMAP_LEVEL
-from crawler.options import FLAG, WHOLE, CrawlOptions, Rule, canonical_http_url, quoted, utf8_text
+from crawler.options import (
+    FLAG,
+    WHOLE,
+    CrawlOptions,
+    Rule,
+    canonical_http_url,
+    quoted,
+    utf8_text,
+    whole_between,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,14 +67,7 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
         if name == "options":
             CrawlOptions.from_message(value)
             continue
-        rule = ARGUMENTS[name]
-        try:
-            rule.check(value)
-        except ValueError as e:
-            detail = f" ({e})" if str(e) else ""
-            raise InvalidMessage(
-                f"message arguments: {name} must be {rule.must_be}, got {quoted(value)}{detail}"
-            ) from e
+        ARGUMENTS[name].apply("message arguments", name, value)
 
 
 def _url(value: Any) -> str:
@@ -73,12 +75,6 @@ def _url(value: Any) -> str:
     part: with its ``#part-N``)."""
     canonical_http_url(utf8_text(value), sendable=False)
     return str(value)
-
-
-def _level(value: Any) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_SITEMAP_LEVEL:
-        raise ValueError
-    return value
 
 
 def _listed(value: Any) -> dict[str, list[str]] | None:
@@ -109,6 +105,8 @@ ARGUMENTS: dict[str, Rule[Any]] = {
     "url": Rule("an http:// or https:// URL", _url),
     "depth": WHOLE,
     "via_public": FLAG,
-    "sitemap": Rule(f"a whole number from 0 to {MAX_SITEMAP_LEVEL}", _level),
+    "sitemap": Rule(
+        f"a whole number from 0 to {MAX_SITEMAP_LEVEL}", whole_between(0, MAX_SITEMAP_LEVEL)
+    ),
     "listed": Rule("null or lists of 'pages' and 'sitemaps' URLs", _listed),
 }

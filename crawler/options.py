@@ -116,13 +116,7 @@ class CrawlOptions:
             if value is None and getattr(UPSTREAM, name) is None:  # an option left unset
                 checked[name] = None
                 continue
-            try:
-                checked[name] = rule.check(value)
-            except ValueError as e:
-                detail = f" ({e})" if str(e) else ""
-                raise InvalidMessage(
-                    f"message options: {name} must be {rule.must_be}, got {quoted(value)}{detail}"
-                ) from e
+            checked[name] = rule.apply("message options", name, value)
         return cls(**checked) if checked else UPSTREAM
 
     @classmethod
@@ -206,6 +200,17 @@ class Rule(Generic[T]):
     must_be: str
     check: Callable[[Any], T]
 
+    def apply(self, where: str, name: str, value: Any) -> T:
+        """``value`` as :attr:`check` returns it; or :class:`~crawler.errors.InvalidMessage`
+        naming ``where`` (``message options``), ``name`` and the rule."""
+        try:
+            return self.check(value)
+        except ValueError as e:
+            detail = f" ({e})" if str(e) else ""
+            raise InvalidMessage(
+                f"{where}: {name} must be {self.must_be}, got {quoted(value)}{detail}"
+            ) from e
+
 
 def _flag(value: Any) -> bool:
     if type(value) is not bool:
@@ -213,22 +218,15 @@ def _flag(value: Any) -> bool:
     return value
 
 
-def _whole(value: Any) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_WHOLE:  # bool is no int: True is no 1
-        raise ValueError
-    return value
+def whole_between(low: int, high: int) -> Callable[[Any], int]:
+    """A check: a whole number from ``low`` to ``high`` (a bool is none: True is no 1)."""
 
+    def whole(value: Any) -> int:
+        if type(value) is not int or not low <= value <= high:
+            raise ValueError
+        return value
 
-def _above_zero(value: Any) -> int:
-    if type(value) is not int or not 1 <= value <= MAX_WHOLE:
-        raise ValueError
-    return value
-
-
-def _per_host(value: Any) -> int:
-    if type(value) is not int or not 1 <= value <= MAX_PER_HOST:
-        raise ValueError
-    return value
+    return whole
 
 
 def _rate(value: Any) -> float:
@@ -335,10 +333,10 @@ def directory_name(value: Any) -> str:
     return name
 
 
-WHOLE = Rule("a whole number", _whole)
-ABOVE_ZERO = Rule("a whole number above zero", _above_zero)
+WHOLE = Rule("a whole number", whole_between(0, MAX_WHOLE))
+ABOVE_ZERO = Rule("a whole number above zero", whole_between(1, MAX_WHOLE))
 RATE = Rule(f"a number from {RATE_RANGE[0]:g} to {RATE_RANGE[1]:g}", _rate)
-PER_HOST = Rule(f"a whole number from 1 to {MAX_PER_HOST}", _per_host)
+PER_HOST = Rule(f"a whole number from 1 to {MAX_PER_HOST}", whole_between(1, MAX_PER_HOST))
 FLAG = Rule("true or false", _flag)
 HEADER_VALUE = Rule("a header value", header_value)
 DIRECTORY = Rule("a directory name", directory_name)
