@@ -14,10 +14,10 @@ import dramatiq
 SHOWN_URL = 100
 
 
-def shown(url: str) -> str:
-    """``url`` as messages quote it: cut to ``SHOWN_URL`` characters, as a page may hold
+def shown(url: str, limit: int = SHOWN_URL) -> str:
+    """``url`` as messages quote it: cut to ``limit`` characters, as a page may hold
     links (or a server redirect to URLs) of any length."""
-    return url if len(url) <= SHOWN_URL else url[: SHOWN_URL - 3] + "..."
+    return url if len(url) <= limit else url[: limit - 3] + "..."
 
 
 class PermanentError(Exception):

@@ -13,7 +13,7 @@ import redis
 from dramatiq.middleware import CurrentMessage, Interrupt
 
 from crawler.brokers.send_back import BROKER_ERRORS
-from crawler.errors import PermanentError, TransientError
+from crawler.errors import PermanentError, TransientError, shown
 
 logger = logging.getLogger("example")
 #: Characters of a URL a failure's log line shows at most (a real URL rarely has 2,000).
@@ -28,9 +28,8 @@ def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(crawl)
     def crawl_reporting_failures(*args: P.args, **kwargs: P.kwargs) -> R:
-        url = str(args[0] if args else kwargs.get("url"))  # whatever a bad message holds
-        if len(url) > SHOWN_IN_LOG:  # one line however long a bad message's URL
-            url = url[: SHOWN_IN_LOG - 3] + "..."
+        # Whatever a bad message holds, in one line however long.
+        url = shown(str(args[0] if args else kwargs.get("url")), SHOWN_IN_LOG)
         try:
             return crawl(*args, **kwargs)
         except pylibmc.Error as e:
