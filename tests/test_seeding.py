@@ -81,3 +81,31 @@ def test_seeder_refuses_a_bad_option_value_saying_which(args: list[str], reason:
 
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == f"python -m crawler.example: error: {reason}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        # pika lets a failed look-up of the broker's host through bare (a gaierror).
+        (
+            {"RABBITMQ_URL": "amqp://guest:guest@no-such-host.invalid:5672?connection_attempts=1"},
+            "RabbitMQ at amqp://no-such-host.invalid:5672",
+        ),
+        # The dedup store (a real Redis) answers, the broker does not: the broker is named.
+        (
+            {
+                "RABBITMQ_URL": "amqp://guest:guest@127.0.0.1:9?connection_attempts=1",
+                "DEDUP_URL": "redis://127.0.0.1:6379/14",
+            },
+            "RabbitMQ at amqp://127.0.0.1:9",
+        ),
+    ],
+)
+def test_a_broker_the_seeder_cannot_reach_is_named_in_one_line(
+    overrides: dict[str, str], named: str
+) -> None:
+    result = seed(environment(**overrides), "http://127.0.0.1:9/")
+
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"error: cannot reach {named}: "), result.stderr
+    assert "Traceback" not in result.stderr
