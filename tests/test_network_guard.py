@@ -92,6 +92,14 @@ class Resolver:
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, int(port or 0)))]
 
 
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> Resolver:
+    """The rebinding name answers the public address first, loopback from then on."""
+    resolver = Resolver(PUBLIC, "127.0.0.1")
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    return resolver
+
+
 def rebinding_url(site: SiteServer, path: str) -> str:
     return site.url(path).replace(PUBLIC, REBINDING_HOST)
 
@@ -115,14 +123,12 @@ def test_a_link_from_a_public_page_to_a_private_address_is_refused(
 def test_a_name_that_answers_loopback_on_its_next_look_up_gets_no_request_through_to_it(
     sites_on_one_port: tuple[SiteServer, SiteServer],
     stub_broker: StubBroker,
-    monkeypatch: pytest.MonkeyPatch,
+    resolver: Resolver,
 ) -> None:
     # A name checked on one look-up and connected to on the next could be sent to
     # loopback in between (DNS rebinding): the connection goes where the check looked.
     public, loopback = sites_on_one_port
     public.pages["/page"] = html()
-    resolver = Resolver(PUBLIC, "127.0.0.1")
-    monkeypatch.setattr(socket, "getaddrinfo", resolver)
 
     example.crawl(rebinding_url(public, "/page"), via_public=True)
 
@@ -134,7 +140,7 @@ def test_a_name_that_answers_loopback_on_its_next_look_up_gets_no_request_throug
 def test_a_new_connection_asks_the_resolver_again_and_is_refused_once_it_answers_loopback(
     sites_on_one_port: tuple[SiteServer, SiteServer],
     stub_broker: StubBroker,
-    monkeypatch: pytest.MonkeyPatch,
+    resolver: Resolver,
 ) -> None:
     public, loopback = sites_on_one_port
 
@@ -143,8 +149,6 @@ def test_a_new_connection_asks_the_resolver_again_and_is_refused_once_it_answers
 
     public.behaviors["/first"] = closing
     public.pages["/second"] = html()
-    resolver = Resolver(PUBLIC, "127.0.0.1")
-    monkeypatch.setattr(socket, "getaddrinfo", resolver)
 
     example.crawl(rebinding_url(public, "/first"), via_public=True)
     with pytest.raises(PermanentError, match=r"to rebind\.test, which is not public"):
@@ -158,13 +162,11 @@ def test_a_new_connection_asks_the_resolver_again_and_is_refused_once_it_answers
 def test_a_keep_alive_connection_stays_with_the_address_it_was_opened_to(
     sites_on_one_port: tuple[SiteServer, SiteServer],
     stub_broker: StubBroker,
-    monkeypatch: pytest.MonkeyPatch,
+    resolver: Resolver,
 ) -> None:
     public, loopback = sites_on_one_port
     public.pages["/first"] = html()
     public.pages["/second"] = html()
-    resolver = Resolver(PUBLIC, "127.0.0.1")
-    monkeypatch.setattr(socket, "getaddrinfo", resolver)
 
     example.crawl(rebinding_url(public, "/first"), via_public=True)
     example.crawl(rebinding_url(public, "/second"), via_public=True)
@@ -175,14 +177,14 @@ def test_a_keep_alive_connection_stays_with_the_address_it_was_opened_to(
 
 
 def test_requests_own_path_for_the_environment_connects_where_it_checked_too(
-    sites_on_one_port: tuple[SiteServer, SiteServer], monkeypatch: pytest.MonkeyPatch
+    sites_on_one_port: tuple[SiteServer, SiteServer],
+    monkeypatch: pytest.MonkeyPatch,
+    resolver: Resolver,
 ) -> None:
     for name in [name for name in os.environ if "proxy" in name.lower()]:
         monkeypatch.delenv(name)
     public, loopback = sites_on_one_port
     public.pages["/page"] = html()
-    resolver = Resolver(PUBLIC, "127.0.0.1")
-    monkeypatch.setattr(socket, "getaddrinfo", resolver)
     session = new_session()
     session.trust_env = True  # as with a netrc file: requests prepares the request
 
