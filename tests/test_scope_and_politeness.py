@@ -118,6 +118,11 @@ def host(url: str) -> str:
     return urlsplit(url).hostname or ""
 
 
+def www_seed(graph: dict[str, list[str]]) -> str:
+    """The first page of the www host of :func:`multi_host_site`'s graph."""
+    return next(url for url in graph if host(url) == HOSTS["www"] and url.endswith("/0.html"))
+
+
 def test_patterns_and_same_site_follow_exactly_the_reference_sets(
     site: SiteServer,
     workers: tuple[dict[str, str], WorkerProcesses],
@@ -125,7 +130,7 @@ def test_patterns_and_same_site_follow_exactly_the_reference_sets(
 ) -> None:
     env, _ = workers
     graph = multi_host_site(site)
-    www = next(url for url in graph if host(url) == HOSTS["www"] and url.endswith("/0.html"))
+    www = www_seed(graph)
     github_a = www.replace("www.example.co.uk", "a.github.io").replace("/www/", "/a/")
     cases = {
         # the seed's registrable domain, example.co.uk: its two hosts
@@ -164,7 +169,7 @@ def test_max_pages_per_host_fetches_that_many_of_each_host(
 ) -> None:
     env, _ = workers
     graph = multi_host_site(site)
-    www = next(url for url in graph if host(url) == HOSTS["www"] and url.endswith("/0.html"))
+    www = www_seed(graph)
     args = [www, "--max-pages-per-host", "3", "--same-site"]
     for run in RUNS:
         output = tmp_path / f"{run}.jsonl"
