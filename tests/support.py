@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -351,6 +352,13 @@ def crawl_id_of(stdout: str) -> str:
     match = re.search(r"^crawl ([0-9a-f]{32}) seeded", stdout, re.M)
     assert match, stdout
     return match.group(1)
+
+
+def read_metrics(port: int) -> str:
+    """The /metrics page of workers started with ``dramatiq_prom_port=port``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text: str = response.read().decode()
+        return text
 
 
 def metric(text: str, name: str) -> float:

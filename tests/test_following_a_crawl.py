@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing
@@ -23,6 +22,7 @@ from tests.support import (
     FAST_FAILURES,
     crawl_id_of,
     metric,
+    read_metrics,
     read_records,
     wait_for_crawl,
     wait_until,
@@ -58,8 +58,7 @@ def test_wait_returns_0_after_every_page_with_one_record_each_and_metrics_agree(
         assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)}
         # The last message is acknowledged just after its record went out.
         wait_until(lambda: queued_messages(env) == 0, timeout=5)
-        with urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10) as response:
-            metrics = response.read().decode()
+        metrics = read_metrics(9191)  # Dramatiq's default port
         status = seed(env, "--status", crawl_id_of(stdout))
     finally:
         assert workers.stop() == 0

@@ -4,7 +4,6 @@ crawl still ends, each page fetched once."""
 from __future__ import annotations
 
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -15,17 +14,13 @@ from tests.support import (
     MemcachedProcess,
     crawl_id_of,
     metric,
+    read_metrics,
     wait_for_crawl,
 )
 from tests.workers import WorkerProcesses, environment, seed
 
 PAGES = 12_000
 WARNING = "items during this crawl: some pages may be fetched twice; give it more memory"
-
-
-def read_metrics() -> str:
-    with urllib.request.urlopen("http://127.0.0.1:9191/metrics", timeout=10) as response:
-        return str(response.read().decode())
 
 
 # On the Redis broker, which also keeps its delivery counts in Memcached: the most items
@@ -53,7 +48,7 @@ def test_a_crawl_in_a_memcached_that_evicts_ends_says_so_and_fetches_each_page_o
             assert time.monotonic() < deadline, status.stdout
             time.sleep(1)
         # Each worker process reads Memcached's stats for the metric every few seconds.
-        while metric(metrics := read_metrics(), "crawler_memcached_evictions") == 0:
+        while metric(metrics := read_metrics(9191), "crawler_memcached_evictions") == 0:
             assert time.monotonic() < deadline, metrics
             time.sleep(0.5)
         stdout, stderr = waiting.communicate(timeout=180)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from tests.support import (
     crawl_id_of,
     free_port,
     metric,
+    read_metrics,
     wait_for_crawl,
 )
 from tests.workers import WorkerProcesses, environment, seed
@@ -95,12 +95,6 @@ def assert_nowhere(secret: str, outputs: dict[str, str]) -> None:
     assert not leaks, f"the password is in: {', '.join(leaks)}\n" + "\n".join(
         line for text in leaks.values() for line in text.splitlines() if secret in line
     )
-
-
-def read_metrics(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text: str = response.read().decode()
-        return text
 
 
 @pytest.mark.parametrize("broker", ["rabbitmq", "redis"])
