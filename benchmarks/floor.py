@@ -28,8 +28,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import pylibmc
 import urllib3
+
+from crawler.frontier.memcached_pool import client_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.measuring import (
@@ -91,7 +92,7 @@ def fetch_cost(times: int) -> dict[str, float]:
 
 
 def memcached_cost(times: int) -> dict[str, float]:
-    client = pylibmc.Client(["127.0.0.1"], binary=True)
+    client = client_of(["127.0.0.1"])
     servers = service_pids()["memcached"]
     keys = [uuid.uuid4().hex for _ in range(10)]
     client.set("floor-counter", 0)

@@ -37,7 +37,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import pylibmc
+from crawler.frontier.memcached_pool import client_of
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -112,7 +112,7 @@ def crawl(
             client: Any = RedisStorePool(server.url).client
         else:
             address = memcached.servers
-            client = pylibmc.Client([address], binary=True)
+            client = client_of([address])
         empty = store_bytes(store, address)
         workers = start_workers(env, "crawler.example", processes=2, threads=8)
         stack.callback(workers.wait)

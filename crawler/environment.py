@@ -91,31 +91,10 @@ def memcached_servers() -> list[str]:
 DEAD_SERVER_RETRY = 10
 
 
-def memcached_behaviors() -> dict[str, int | bool]:
-    """How the crawler's pylibmc clients behave.
-
-    Bounded waits, so a Memcached that is down or hung fails a message fast; CAS
-    values, with which a message marks its URL done exactly once.  Over several
-    servers: keys spread by consistent hashing (ketama), so losing or adding one
-    server moves only its share of the keys, and a server that fails once is taken
-    out of the ring (``remove_failed``): its keys go to the others at once, and it is
-    tried again after 10 s (``dead_timeout``), rejoining when it answers.  The few
-    operations that meet the failure fail their attempt, which is retried.
-    """
-    timeout_ms = number("MEMCACHED_TIMEOUT_MS", 1000)
-    behaviors: dict[str, int | bool] = {
-        "cas": True,
-        "tcp_nodelay": True,
-        "ketama": True,
-        "connect_timeout": int(timeout_ms),
-        "send_timeout": int(timeout_ms * 1000),
-        "receive_timeout": int(timeout_ms * 1000),
-        "_poll_timeout": int(timeout_ms),
-        "retry_timeout": 1,
-    }
-    if len(memcached_servers()) > 1:  # with one server there is nowhere else to go
-        behaviors.update(remove_failed=1, dead_timeout=DEAD_SERVER_RETRY)
-    return behaviors
+def memcached_timeout() -> float:
+    """Seconds a Memcached connection or reply may take (``MEMCACHED_TIMEOUT_MS``, 1000):
+    a Memcached that is down or hung fails a message fast, and the message is retried."""
+    return number("MEMCACHED_TIMEOUT_MS", 1000) / 1000
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,9 @@ from threading import local
 from typing import Any
 
 import dramatiq
-import pylibmc
 import redis
 import requests
 from dramatiq.rate_limits import RateLimiterBackend
-from dramatiq.rate_limits.backends import MemcachedBackend
 
 from crawler import local_mode, messages, options
 from crawler.archiving import warc
@@ -33,8 +31,6 @@ from crawler.environment import (
     dedup_url,
     lifetimes_from_environment,
     limits_from_environment,
-    memcached_behaviors,
-    memcached_servers,
     uses_redis,
     warc_directory,
     warc_max_bytes,
@@ -46,8 +42,15 @@ from crawler.fetching.network_guard import check_hop
 from crawler.following import record_queue, records, seeder
 from crawler.following.bookkeeping import keep_books
 from crawler.following.records import Record, RecordFile
-from crawler.frontier import STORE_ERRORS, StorePool, claims, politeness, redis_store
-from crawler.frontier.memcached_pool import ThreadMappedPool
+from crawler.frontier import (
+    STORE_ERRORS,
+    StorePool,
+    claims,
+    memcached_pool,
+    politeness,
+    redis_store,
+)
+from crawler.frontier.memcached_pool import MemcachedBackend, MemcachedError
 from crawler.frontier.scope import (
     child_arguments,
     links_to_follow,
@@ -63,11 +66,8 @@ from crawler.options import CrawlOptions, http_url
 from crawler.outcomes import CANCELLED, DEFERRED, DISALLOWED, DUPLICATE, OVER_BUDGET
 
 logger = logging.getLogger("example")
-memcache_client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
-memcache_pool: StorePool = ThreadMappedPool(memcache_client)
-rate_limits_backend: RateLimiterBackend = MemcachedBackend(
-    servers=memcached_servers(), binary=True, behaviors=memcached_behaviors()
-)
+memcache_pool: StorePool = memcached_pool.from_environment()  # MEMCACHED_SERVERS
+rate_limits_backend: RateLimiterBackend = MemcachedBackend(memcache_pool)
 if dedup_url() is not None:  # DEDUP_URL=redis://...: all of that in Redis instead
     memcache_pool, rate_limits_backend = redis_store.stores(str(dedup_url()))
 anchor_re = re.compile(rb'<a href="([^"]+)">')
@@ -499,8 +499,8 @@ def reach_services(command: Callable[[], int]) -> int:
         return command()
     except UNREACHABLE as e:
         # A Redis error is the store's when the store is Redis and the broker is not;
-        # a bare lookup failure is pika's (redis-py and pylibmc wrap theirs).
-        store = isinstance(e, pylibmc.Error) or (
+        # a bare lookup failure is pika's (redis-py and the Memcached pool wrap theirs).
+        store = isinstance(e, MemcachedError) or (
             isinstance(e, redis.RedisError) and dedup_url() is not None and not uses_redis()
         )
         where = dedup_store_name() if store else broker_address()

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 import dramatiq
-import pylibmc
 import redis
 from dramatiq.middleware import CurrentMessage, Interrupt
 
 from crawler.brokers.send_back import BROKER_ERRORS
 from crawler.errors import PermanentError, TransientError, shown
+from crawler.frontier.memcached_pool import MemcachedError
 
 logger = logging.getLogger("example")
 #: Characters of a URL a failure's log line shows at most (a real URL rarely has 2,000).
@@ -32,7 +32,7 @@ def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
         url = shown(str(args[0] if args else kwargs.get("url")), SHOWN_IN_LOG)
         try:
             return crawl(*args, **kwargs)
-        except pylibmc.Error as e:
+        except MemcachedError as e:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
             report(url, error)
             raise error from e

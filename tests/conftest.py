@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import dramatiq
-import pylibmc
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
 from crawler.following.bookkeeping import keep_books
+from crawler.frontier.memcached_pool import MemcachedClient
 from crawler.frontier.redis_store import RedisStorePool
 from tests.site_server import SiteServer
 from tests.support import (
@@ -32,7 +32,7 @@ def site() -> Iterator[SiteServer]:
 
 
 @pytest.fixture
-def memcached() -> Iterator[pylibmc.Client]:
+def memcached() -> Iterator[MemcachedClient]:
     with clean_memcached() as client:
         yield client
 
@@ -54,7 +54,7 @@ def own_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redi
 
 
 @pytest.fixture(params=["memcached", "redis", "redis-cluster"])
-def store(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> Any:
+def store(request: pytest.FixtureRequest, memcached: MemcachedClient) -> Any:
     """A dedup store's client, emptied: Memcached, or Redis as with ``DEDUP_URL`` (one
     server, or a cluster of three)."""
     if request.param == "memcached":
@@ -69,7 +69,7 @@ def store(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> Any:
 
 
 @pytest.fixture(params=["memcached", "redis"])
-def dedup_env(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> dict[str, str]:
+def dedup_env(request: pytest.FixtureRequest, memcached: MemcachedClient) -> dict[str, str]:
     """The variables choosing the dedup store of a crawl's workers and seeder, emptied:
     none for Memcached (the default), ``DEDUP_URL`` for the tests' own Redis."""
     if request.param == "memcached":
@@ -80,7 +80,7 @@ def dedup_env(request: pytest.FixtureRequest, memcached: pylibmc.Client) -> dict
 
 
 @pytest.fixture
-def stub_broker(memcached: pylibmc.Client) -> Iterator[StubBroker]:
+def stub_broker(memcached: MemcachedClient) -> Iterator[StubBroker]:
     """The real ``crawl`` actor, bound to a StubBroker for the test."""
     broker = StubBroker()
     keep_books(broker, example.memcache_pool, example.lifetimes)
@@ -104,14 +104,14 @@ def stub_worker(stub_broker: StubBroker) -> Iterator[dramatiq.Worker]:
 
 
 @pytest.fixture
-def rabbitmq_env(memcached: pylibmc.Client) -> Iterator[dict[str, str]]:
+def rabbitmq_env(memcached: MemcachedClient) -> Iterator[dict[str, str]]:
     """Environment for workers and seeder on RabbitMQ, its queue purged."""
     with clean_broker("rabbitmq") as env:
         yield env
 
 
 @pytest.fixture
-def redis_env(memcached: pylibmc.Client) -> Iterator[dict[str, str]]:
+def redis_env(memcached: MemcachedClient) -> Iterator[dict[str, str]]:
     """Environment for workers and seeder on Redis (``REDIS=1``), its database flushed."""
     with clean_broker("redis") as env:
         yield env

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pika
-import pylibmc
 import redis
 
-from crawler.environment import memcached_behaviors, memcached_servers, rabbitmq_url
+from crawler.environment import rabbitmq_url
+from crawler.frontier.memcached_pool import MemcachedClient, client_of
 from tests.workers import PROJECT_ROOT, WorkerProcesses
 
 TEST_REDIS_URL = os.getenv("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -44,8 +44,8 @@ FAST_FAILURES = {
 
 
 @contextmanager
-def clean_memcached() -> Iterator[pylibmc.Client]:
-    client = pylibmc.Client(memcached_servers(), binary=True, behaviors=memcached_behaviors())
+def clean_memcached() -> Iterator[MemcachedClient]:
+    client = client_of()
     client.flush_all()
     yield client
     client.flush_all()

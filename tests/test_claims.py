@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import dramatiq
-import pylibmc
 import pytest
 import redis
 from dramatiq.brokers.stub import StubBroker
@@ -27,7 +26,7 @@ def queued(broker: StubBroker) -> list[dramatiq.Message[Any]]:
 LIFETIMES = Lifetimes()
 
 
-def send(client: pylibmc.Client, parent: str, *, first_delivery: bool = True) -> list[str]:
+def send(client: Any, parent: str, *, first_delivery: bool = True) -> list[str]:
     return claims.send_claimed(
         client,
         example.crawl,
@@ -243,7 +242,7 @@ def test_the_redis_store_answers_as_memcached_does(own_redis_store: Any) -> None
 
 
 class FailingToStore:
-    """A store whose ``add`` and ``add_multi`` fail without storing, as pylibmc reports a
+    """A store whose ``add`` and ``add_multi`` fail without storing, as pylibmc reported a
     Memcached out of memory: the same False (or listed key) as a key already held."""
 
     def __init__(self, store: Any) -> None:

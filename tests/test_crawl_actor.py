@@ -6,12 +6,12 @@ import hashlib
 import logging
 
 import dramatiq
-import pylibmc
 import pytest
 from dramatiq import Message
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
+from crawler.frontier.memcached_pool import MemcachedClient
 from tests.site_server import Page, SiteServer, generate_site, html, page_path
 
 
@@ -92,7 +92,7 @@ def test_crawl_logs_the_upstream_lines(
 def test_second_crawl_of_a_url_is_skipped_through_memcached(
     site: SiteServer,
     stub_broker: StubBroker,
-    memcached: pylibmc.Client,
+    memcached: MemcachedClient,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     site.pages["/"] = html("http://127.0.0.1:1/a.html")

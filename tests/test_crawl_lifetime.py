@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pylibmc
 import pytest
 
 from crawler.frontier import claims, journal
 from crawler.frontier.digests import url_digest
+from crawler.frontier.memcached_pool import MemcachedClient
 from crawler.frontier.redis_store import RedisStorePool
 from tests.site_server import SiteServer, html, page_path
 from tests.support import FAST_FAILURES, crawl_id_of
@@ -30,7 +30,7 @@ def test_a_crawl_that_outlives_its_claims_and_grace_fetches_every_page_once(
     dedup: str,
     site: SiteServer,
     request: pytest.FixtureRequest,
-    memcached: pylibmc.Client,
+    memcached: MemcachedClient,
 ) -> None:
     store: Any = memcached
     stores = {}

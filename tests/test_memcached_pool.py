@@ -3,10 +3,21 @@ on, and ends, when one server dies."""
 
 from __future__ import annotations
 
-import pylibmc
-import pytest
+import time
 
-from crawler.environment import memcached_behaviors
+import pytest
+from dramatiq.rate_limits import BucketRateLimiter, WindowRateLimiter
+
+from crawler.frontier.memcached_pool import (
+    MemcachedBackend,
+    MemcachedClient,
+    MemcachedError,
+    NotFound,
+    Servers,
+    ThreadMappedPool,
+    client_of,
+    servers_of,
+)
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES, MemcachedProcess, wait_for_crawl
 from tests.workers import WorkerProcesses, environment
@@ -14,18 +25,14 @@ from tests.workers import WorkerProcesses, environment
 PAGES = 1500
 
 
-def test_losing_one_of_three_servers_moves_only_its_share_of_the_keys(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_losing_one_of_three_servers_moves_only_its_share_of_the_keys() -> None:
     servers = [MemcachedProcess(memory_mb=16) for _ in range(3)]
     try:
-        monkeypatch.setenv("MEMCACHED_SERVERS", ",".join(s.servers for s in servers))
-        all_three = pylibmc.Client([s.servers for s in servers], behaviors=memcached_behaviors())
         keys = [f"key-{i}" for i in range(3000)]
-        all_three.set_multi(dict.fromkeys(keys, b"1"))
-        monkeypatch.setenv("MEMCACHED_SERVERS", ",".join(s.servers for s in servers[:2]))
-        two = pylibmc.Client([s.servers for s in servers[:2]], behaviors=memcached_behaviors())
-        still_found = len(two.get_multi(keys))
+        with client_of([s.servers for s in servers]) as all_three:
+            assert all_three.add_multi(dict.fromkeys(keys, b"1"), time=60) == []
+        with client_of([s.servers for s in servers[:2]]) as two:
+            still_found = len(two.get_multi(keys))
     finally:
         for server in servers:
             server.stop()
@@ -69,3 +76,90 @@ def test_a_crawl_over_two_memcached_servers_ends_when_one_is_killed(
     # ... plus, for a page in hand at the kill, the retry of the attempt that met it.
     assert max(counts.values()) <= 3
     print(f"{twice} of {crawled_before} pages crawled before the kill were fetched again")
+
+
+def test_a_dead_server_leaves_the_ring_and_is_tried_again_after_its_timeout() -> None:
+    servers = [MemcachedProcess(), MemcachedProcess()]
+    try:
+        pool = ThreadMappedPool(
+            Servers([s.servers for s in servers], timeout=0.5, dead_timeout=0.5)
+        )
+        keys = [f"key-{i}" for i in range(200)]
+        with pool.reserve() as client, client:
+            assert client.add_multi(dict.fromkeys(keys, b"1"), time=60) == []
+            assert servers[1].process is not None
+            servers[1].process.kill()
+            servers[1].process.wait()
+            # The call that meets the dead server fails (its attempt is retried) ...
+            with pytest.raises(MemcachedError, match=servers[1].servers):
+                client.get_multi(keys)
+            # ... and every later one goes to the server left: its keys are still there,
+            # the dead one's are gone, and new ones are stored.
+            found = client.get_multi(keys)
+            assert 0.3 * len(keys) < len(found) < 0.7 * len(keys)
+            assert client.add_multi(dict.fromkeys(keys, b"2"), time=60) == list(found)
+            assert len(client.get_multi(keys)) == len(keys)
+            assert [address for address, _ in client.get_stats()] == [servers[0].servers]
+            # Back after its timeout, empty: it holds its share of the keys again.
+            servers[1].start()
+            time.sleep(0.6)
+            assert len(client.get_multi(keys)) == len(found)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_a_lone_server_that_restarts_is_used_again_by_the_next_call(
+    own_memcached: MemcachedProcess,
+) -> None:
+    with client_of([own_memcached.servers]) as client:
+        assert_used_again(client, own_memcached)
+
+
+def assert_used_again(client: MemcachedClient, own_memcached: MemcachedProcess) -> None:
+    assert client.add("claim", b"owner", time=60)
+    own_memcached.stop()
+    with pytest.raises(MemcachedError):
+        client.get("claim")
+    own_memcached.start()
+    assert client.get("claim") is None and client.add("claim", b"owner", time=60)
+
+
+def test_the_client_answers_as_pylibmc_did(own_memcached: MemcachedProcess) -> None:
+    with client_of([own_memcached.servers]) as client:
+        assert_answers_as_pylibmc(client)
+
+
+def assert_answers_as_pylibmc(client: MemcachedClient) -> None:
+    long_key = "rate:" + "x" * 300 + " with spaces"
+    assert client.set(long_key, b"kept", time=60) and client.get(long_key) == b"kept"
+    assert client.add("number", 1, time=60) and client.incr("number", 41) == 42
+    assert client.get("number") == 42 and client.decr("number", 50) == 0
+    with pytest.raises(NotFound):
+        client.incr("missing")
+    assert client.set("text", "é", time=60) and client.get("text") == "é"
+    with pytest.raises(TypeError, match="not dict"):
+        client.set("object", {"pickled": "never"})
+    value, token = client.gets("missing")
+    assert (value, token) == (None, None)
+    assert client.cas("missing", b"x", b"1", time=60) is False
+
+
+def test_dramatiqs_bucket_rate_limiter_counts_on_the_pool(own_memcached: MemcachedProcess) -> None:
+    pool = ThreadMappedPool(servers_of([own_memcached.servers]))
+    backend = MemcachedBackend(pool)
+    limiter = BucketRateLimiter(backend, "host", limit=3, bucket=60_000)  # type: ignore[no-untyped-call]
+    entered = []
+    for _ in range(5):
+        with limiter.acquire(raise_on_failure=False) as acquired:
+            entered.append(acquired)
+    assert entered == [True, True, True, False, False]
+    window = WindowRateLimiter(backend, "window", limit=2, window=60)  # type: ignore[no-untyped-call]
+    with (
+        window.acquire(raise_on_failure=False) as first,
+        window.acquire(raise_on_failure=False) as second,
+        window.acquire(raise_on_failure=False) as third,
+    ):
+        assert (first, second, third) == (True, True, False)
+    with pool.reserve() as client:
+        client.disconnect_all()

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import pylibmc
 import pytest
 import redis
 
+from crawler.frontier.memcached_pool import MemcachedClient
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import (
     FAST_FAILURES,
@@ -102,7 +102,7 @@ def test_a_crawl_with_passwords_fetches_every_page_and_shows_them_nowhere(
     broker: str,
     credentials: Credentials,
     site: SiteServer,
-    memcached: pylibmc.Client,
+    memcached: MemcachedClient,
     request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> None:

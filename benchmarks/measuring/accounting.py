@@ -8,8 +8,9 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-import pylibmc
 import redis
+
+from crawler.frontier.memcached_pool import client_of
 
 #: Clock ticks per second, the unit of the CPU times in ``/proc/<pid>/stat``.
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -85,7 +86,7 @@ def metric(text: str, name: str) -> float:
 def memcached_stats(servers: str) -> dict[str, int]:
     """A Memcached's ``bytes`` (every item it holds, headers included), ``curr_items``
     and ``evictions``."""
-    client = pylibmc.Client([servers], binary=True)
+    client = client_of([servers])
     try:
         ((_, stats),) = client.get_stats()
     finally:

@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-import pylibmc
 import redis
 
 from benchmarks.measuring.accounting import children
+from crawler.frontier.memcached_pool import client_of
 
 #: The project's root, the working directory of every process started here.
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -42,7 +42,7 @@ def flush_services(env: dict[str, str]) -> None:
     Parameters:
       env(dict): An environment from :func:`broker_env`.
     """
-    pylibmc.Client(["127.0.0.1"], binary=True).flush_all()
+    client_of(["127.0.0.1"]).flush_all()
     if env.get("REDIS") == "1":
         redis.Redis.from_url(env["REDIS_URL"]).flushdb()
     else:

@@ -8,12 +8,13 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-import pylibmc
 import redis
+
+from crawler.frontier.memcached_pool import MemcachedError
 
 #: What a dedup store raises when it cannot answer: Memcached's errors, or Redis's.
 STORE_ERRORS: tuple[type[BaseException], ...] = (
-    pylibmc.Error,
+    MemcachedError,
     redis.RedisError,
     redis.exceptions.RedisClusterException,  # a cluster that lost a node or its slot map
 )

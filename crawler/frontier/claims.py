@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import dramatiq
-import pylibmc
 from dramatiq.middleware import CurrentMessage
 
 from crawler.environment import Lifetimes
@@ -122,7 +121,7 @@ def claim(
 
 def _holder(client: Any, key: str) -> Any:
     """Who holds ``key`` after an ``add`` of it failed: another message, or nobody when
-    Memcached failed to store it (pylibmc's ``add`` says False for both), then the
+    Memcached failed to store it (pylibmc's ``add`` said False for both), then the
     attempt is retried rather than the URL skipped."""
     stored = client.get(key)
     if stored is None:
@@ -154,11 +153,8 @@ def finish(
         if stored not in (owner, GIVEN_UP + owner):
             client.set(key, DONE + owner, time=ttl(crawl_id, lifetimes))
             return UNKNOWN
-        try:
-            swapped = client.cas(key, DONE + owner, cas, time=ttl(crawl_id, lifetimes))
-        except pylibmc.NotFound:  # gone since gets
-            continue
-        if swapped:
+        # False when changed or gone since gets: then read again
+        if client.cas(key, DONE + owner, cas, time=ttl(crawl_id, lifetimes)):
             # Given up before, and counted so; a copy of the message fetched it after all.
             return REPEAT if stored == GIVEN_UP + owner else FIRST
     return UNKNOWN
@@ -292,7 +288,7 @@ def send_claimed(
     }
     taken = set(client.add_multi(fresh, time=ttl(crawl_id, lifetimes))) if fresh else set()
     if taken:
-        # pylibmc lists a key Memcached failed to store (a failure, out of memory) with
+        # A store may list a key it failed to store (pylibmc did, out of memory) with
         # the keys another message holds: only a key that is there now is taken; for
         # the others the page is retried rather than its links lost.
         unstored = taken - set(client.get_multi(list(taken)))

@@ -13,11 +13,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-import pylibmc
-
 from crawler.environment import Lifetimes
 from crawler.frontier.digests import short_id
-from crawler.frontier.memcached_pool import server_stats
 from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, RETRYING
 
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
@@ -64,7 +61,7 @@ def _add(client: Any, key: str, amount: int, ttl: int) -> None:
         return
     try:
         client.incr(key, amount)
-    except (pylibmc.NotFound, KeyError):  # KeyError: the in-memory store of --local
+    except KeyError:  # not there yet (every store's incr says so with a KeyError)
         if not client.add(key, amount, time=ttl):
             client.incr(key, amount)
 
@@ -121,7 +118,7 @@ def ended(
 def reopened(client: Any, crawl_id: str, message_id: str) -> None:
     """Undo the final outcome of a message that failed and is sent again (``--replay``)."""
     if client.delete(_ended_key(message_id)):
-        with contextlib.suppress(pylibmc.NotFound, KeyError):
+        with contextlib.suppress(KeyError):
             client.decr(crawl_key(crawl_id, FAILED), 1)
 
 
@@ -140,7 +137,7 @@ def memcached_evictions(client: Any) -> int | None:
     None for a store that evicts nothing (the in-memory one of ``--local``)."""
     if getattr(client, "get_stats", None) is None:
         return None
-    return sum(int(stats.get("evictions", 0)) for _server, stats in server_stats(client))
+    return sum(int(stats.get("evictions", 0)) for _server, stats in client.get_stats())
 
 
 def note_evictions_at_start(client: Any, crawl_id: str, ttl: int) -> None:

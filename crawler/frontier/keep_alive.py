@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 from crawler.frontier import counters, journal, politeness
-from crawler.frontier.memcached_pool import touch_all
 
 
 def keys(crawl_id: str) -> list[str]:
@@ -38,4 +37,5 @@ class KeepAlive:
             return
         self._next[crawl_id] = now + self.period
         if client.add(counters.crawl_key(crawl_id, "lease"), 1, time=self.period):
-            touch_all(client, keys(crawl_id), self.grace)
+            for key in keys(crawl_id):
+                client.touch(key, self.grace)

@@ -1,85 +1,348 @@
-"""pylibmc's ``ThreadMappedPool``, except that a client of one server that failed is
-replaced.
+"""Memcached, through pymemcache: a pure-Python client, so nothing native can crash a
+worker when a server goes away, and it installs from one wheel on every CPython.
 
-After a failed multi-key call (``add_multi``) libmemcached can keep a server
-"disabled until timed retry" for good, even once Memcached is back: seen here
-with pylibmc 1.6.3.  A fresh clone of the master client connects as it should.
-A client of a pool of servers is kept: it took the failed server out of its ring
-(``remove_failed``) and tries it again after ``dead_timeout``, whereas a fresh clone
-would meet the dead server again.
+:class:`ThreadMappedPool` stands where upstream's ``pylibmc.ThreadMappedPool`` does
+(``with memcache_pool.reserve() as client``): each thread has its own connections, and
+its :class:`MemcachedClient` offers the subset of ``pylibmc.Client`` the crawler uses,
+with pylibmc's answers (``add_multi`` lists the keys not stored, ``incr`` of a missing
+key raises).
 
-Beside it, pylibmc's other quirks worked around in one place: ``touch`` and the
-stats of a pool with a server down.
+Over several servers a key lives on the server that rendezvous hashing picks among
+those in the ring, so losing or adding a server moves only its share of the keys.  A
+server that fails a call (refused, reset, timed out) leaves the ring of every thread of
+the process at once and is tried again after ``dead_timeout`` seconds; the call that met
+the failure raises :class:`MemcachedError`, and its attempt is retried.  pymemcache's
+own ``HashClient`` is not used: while a server is "retrying" it answers calls with
+defaults (``get`` None, ``add`` False) instead of failing them, which a claim would read
+as "nobody holds this URL".
+
+Values are bytes, text or whole numbers, never pickled: nothing read from the store is
+unpickled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol
 
-import pylibmc
+from dramatiq.rate_limits import RateLimiterBackend
+from pymemcache.client.base import Client
+from pymemcache.exceptions import (
+    MemcacheError,
+    MemcacheUnexpectedCloseError,
+    MemcacheUnknownError,
+)
 
+from crawler.environment import DEAD_SERVER_RETRY, memcached_servers, memcached_timeout
 
-class ThreadMappedPool(pylibmc.ThreadMappedPool):  # type: ignore[misc]
-    @contextmanager
-    def reserve(self) -> Iterator[Any]:
-        key = self.current_key
-        client = self.pop(key, None)
-        if client is None:
-            client = self.master.clone()
-        failed = False
-        try:
-            yield client
-        except pylibmc.Error:
-            if len(self.master.addresses) == 1:
-                failed = True
-                client.disconnect_all()  # dropped: the next reserve() clones a fresh one
-            raise
-        finally:
-            if not failed:
-                self[key] = client
+#: The flags values are stored with: those of pymemcache's own serializer.
+FLAG_BYTES, FLAG_INTEGER, FLAG_TEXT = 0, 1 << 1, 1 << 4
+#: Memcached's longest key; longer ones (or ones with spaces) are stored under a digest.
+MAX_KEY = 250
 
 
-def touch_all(client: Any, keys: list[str], ttl: int) -> None:
-    """Give each of ``keys`` that exists ``ttl`` more seconds.
+#: What says a server is gone rather than answering with an error.
+LOST = (OSError, MemcacheUnexpectedCloseError, MemcacheUnknownError)
 
-    pylibmc's ``touch`` over the binary protocol waits out a 2-second timeout per
-    existing key (pylibmc 1.6.3, libmemcached 1.0), so a binary client touches through a
-    text-protocol client on the same servers, with the same key distribution.
+
+class MemcachedError(Exception):
+    """Memcached could not answer: a server down, hung or out of memory."""
+
+
+class NotFound(MemcachedError, KeyError):
+    """``incr`` or ``decr`` of a key that is not there (pylibmc's ``NotFound``)."""
+
+
+def serialize(key: bytes, value: Any) -> tuple[bytes, int]:
+    if isinstance(value, bytes):
+        return value, FLAG_BYTES
+    if isinstance(value, str):
+        return value.encode(), FLAG_TEXT
+    if isinstance(value, int):
+        return str(int(value)).encode(), FLAG_INTEGER
+    raise TypeError(f"Memcached keeps bytes, text and whole numbers, not {type(value).__name__}")
+
+
+def deserialize(key: bytes, value: bytes, flags: int) -> Any:
+    if flags & FLAG_INTEGER:
+        return int(value)
+    if flags & FLAG_TEXT:
+        return value.decode()
+    return value
+
+
+class _Serde:
+    serialize = staticmethod(serialize)
+    deserialize = staticmethod(deserialize)
+
+
+def wire_key(key: str) -> str:
+    """``key`` as Memcached takes it: unchanged when it is short printable ASCII without
+    spaces, else a digest of it."""
+    if len(key) <= MAX_KEY and key.isascii() and key.isprintable() and " " not in key:
+        return key
+    return "k:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Servers:
+    """The Memcached servers of a pool and which are in the ring now, shared by the
+    threads of a process.
+
+    Parameters:
+      addresses(list[str]): ``host`` or ``host:port`` (11211 by default).
+      timeout(float): Seconds a connection or a reply may take.
+      dead_timeout(float): Seconds a failed server stays out of the ring.
     """
-    if not (isinstance(client, pylibmc.Client) and client.binary):
-        for key in keys:
-            client.touch(key, ttl)
-        return
-    text = pylibmc.Client(client.addresses, binary=False, behaviors=client.behaviors)
-    try:
-        for key in keys:
-            text.touch(key, ttl)
-    finally:
-        text.disconnect_all()
+
+    def __init__(self, addresses: list[str], *, timeout: float, dead_timeout: float) -> None:
+        if not addresses:
+            raise ValueError("no Memcached server given")
+        self.addresses = list(dict.fromkeys(addresses))
+        self.timeout = timeout
+        self.dead_timeout = dead_timeout
+        self._lock = threading.Lock()
+        self._dead_until: dict[str, float] = {}
+        self._ring = self.addresses
+
+    def ring(self) -> list[str]:
+        """The servers keys go to now: all but those that failed lately."""
+        if self._dead_until and min(self._dead_until.values()) <= time.monotonic():
+            with self._lock:
+                now = time.monotonic()
+                self._dead_until = {a: t for a, t in self._dead_until.items() if t > now}
+                self._ring = [a for a in self.addresses if a not in self._dead_until]
+        return self._ring
+
+    def failed(self, address: str) -> None:
+        """Take ``address`` out of the ring for ``dead_timeout`` (a lone server stays:
+        there is nowhere else to go)."""
+        if len(self.addresses) == 1:
+            return
+        with self._lock:
+            self._dead_until[address] = time.monotonic() + self.dead_timeout
+            self._ring = [a for a in self.addresses if a not in self._dead_until]
+
+    def connect(self, address: str) -> Client:
+        host, _, port = address.rpartition(":") if ":" in address else (address, "", "11211")
+        return Client(
+            (host.strip("[]"), int(port)),
+            serde=_Serde(),
+            connect_timeout=self.timeout,
+            timeout=self.timeout,
+            no_delay=True,
+            default_noreply=False,
+        )
 
 
-#: The behaviours a client of one server takes from the pool's client.
-TIMEOUTS = ("connect_timeout", "send_timeout", "receive_timeout", "_poll_timeout")
+class MemcachedClient:
+    """One thread's client of the pool's servers: the subset of ``pylibmc.Client`` the
+    crawler uses.  Not thread-safe: take it from :meth:`ThreadMappedPool.reserve`."""
 
+    def __init__(self, servers: Servers) -> None:
+        self.servers = servers
+        self._clients: dict[str, Client] = {}
 
-def server_stats(client: Any) -> list[tuple[str, dict[str, Any]]]:
-    """``client.get_stats()``; for a pool of Memcached servers with one down (its keys
-    gone with it), the stats of those that answer, asked one by one."""
-    try:
-        return list(client.get_stats())
-    except pylibmc.Error:
-        if not isinstance(client, pylibmc.Client) or len(client.addresses) == 1:
-            raise
-    answering = []
-    timeouts = {name: client.behaviors[name] for name in TIMEOUTS}
-    for address in client.addresses:
-        one = pylibmc.Client([address], binary=True, behaviors=timeouts)
+    def _server(self, key: str) -> str:
+        ring = self.servers.ring()
+        if len(ring) == 1:
+            return ring[0]
+        if not ring:
+            raise MemcachedError("every Memcached server of the pool failed lately")
+        encoded = key.encode()
+        return max(ring, key=lambda address: hashlib.blake2b(address.encode() + encoded).digest())
+
+    def _run(self, address: str, command: str, *args: Any, **kwargs: Any) -> Any:
+        """pymemcache's ``command`` on the server at ``address``."""
+        client = self._clients.get(address)
+        if client is None:
+            client = self._clients[address] = self.servers.connect(address)
         try:
-            answering += one.get_stats()
-        except pylibmc.Error:
-            pass
-        finally:
-            one.disconnect_all()
-    return answering
+            return getattr(client, command)(*args, **kwargs)
+        except (OSError, MemcacheError) as e:
+            client.close()  # a reply may be half read: the next call connects anew
+            if isinstance(e, LOST):  # not an answer such as "out of memory"
+                self.servers.failed(address)
+            raise MemcachedError(f"{address}: {type(e).__name__}: {e}") from e
+
+    def _by_server(self, keys: Iterable[str]) -> dict[str, dict[str, str]]:
+        """``keys`` grouped by the server that holds each: wire key -> key."""
+        grouped: dict[str, dict[str, str]] = {}
+        for key in keys:
+            wired = wire_key(key)
+            grouped.setdefault(self._server(wired), {})[wired] = key
+        return grouped
+
+    def _one(self, command: str, key: str, *args: Any, **kwargs: Any) -> Any:
+        wired = wire_key(key)
+        return self._run(self._server(wired), command, wired, *args, **kwargs)
+
+    def get(self, key: str) -> Any:
+        return self._one("get", key)
+
+    def get_multi(self, keys: Iterable[str]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for address, wired in self._by_server(keys).items():
+            values = self._run(address, "get_many", list(wired))
+            found.update((wired[k], value) for k, value in values.items())
+        return found
+
+    def set(self, key: str, value: Any, time: float = 0) -> bool:
+        return bool(self._one("set", key, value, expire=int(time)))
+
+    def add(self, key: str, value: Any, time: float = 0) -> bool:
+        return bool(self._one("add", key, value, expire=int(time)))
+
+    def add_multi(self, mapping: Mapping[str, Any], time: float = 0) -> list[str]:
+        """Store each key that is absent, one round trip a server; the keys that were
+        there already."""
+        taken = []
+        for address, wired in self._by_server(mapping).items():
+            values = {w: mapping[key] for w, key in wired.items()}
+            # pymemcache's ``add`` is this command for one key; here all of them at once.
+            stored = self._run(address, "_store_cmd", b"add", values, int(time), False)
+            taken += [wired[w] for w, done in stored.items() if not done]
+        return taken
+
+    def append(self, key: str, value: bytes) -> bool:
+        return bool(self._one("append", key, value))
+
+    def touch(self, key: str, time: float) -> bool:
+        return bool(self._one("touch", key, int(time)))
+
+    def delete(self, key: str) -> bool:
+        return bool(self._one("delete", key))
+
+    def incr(self, key: str, delta: int = 1) -> int:
+        value = self._one("incr", key, delta)
+        if value is None:
+            raise NotFound(key)
+        return int(value)
+
+    def decr(self, key: str, delta: int = 1) -> int:
+        value = self._one("decr", key, delta)
+        if value is None:
+            raise NotFound(key)
+        return int(value)
+
+    def gets(self, key: str) -> tuple[Any, Any]:
+        """The value and its CAS token; ``(None, None)`` when the key is not there."""
+        value, token = self._one("gets", key)
+        return value, token
+
+    def cas(self, key: str, value: Any, cas: Any, time: float = 0) -> bool:
+        """Store ``value`` if the key still has token ``cas``; False when it changed or is gone."""
+        return bool(self._one("cas", key, value, cas, expire=int(time)))
+
+    def get_stats(self) -> list[tuple[str, dict[str, Any]]]:
+        """Each server's stats; of a pool with servers down (their keys gone with them),
+        those that answer."""
+        answering, failures = [], []
+        for address in self.servers.addresses:
+            try:
+                stats = self._run(address, "stats")
+            except MemcachedError as e:
+                failures.append(e)
+                continue
+            answering.append((address, {_text(k): _text(v) for k, v in stats.items()}))
+        if failures and (not answering or len(self.servers.addresses) == 1):
+            raise failures[0]
+        return answering
+
+    def flush_all(self) -> None:
+        for address in self.servers.addresses:
+            self._run(address, "flush_all")
+
+    def disconnect_all(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def __enter__(self) -> MemcachedClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.disconnect_all()
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class ThreadMappedPool:
+    """A :class:`MemcachedClient` for each thread, as ``pylibmc.ThreadMappedPool``."""
+
+    def __init__(self, servers: Servers) -> None:
+        self.servers = servers
+        self._clients: dict[int, MemcachedClient] = {}
+
+    @contextmanager
+    def reserve(self) -> Iterator[MemcachedClient]:
+        thread = threading.get_ident()
+        client = self._clients.get(thread)
+        if client is None:
+            client = self._clients[thread] = MemcachedClient(self.servers)
+        yield client
+
+
+def servers_of(addresses: list[str] | None = None) -> Servers:
+    """The servers at ``addresses`` (``MEMCACHED_SERVERS`` by default), with the
+    timeout of ``MEMCACHED_TIMEOUT_MS``."""
+    addresses = memcached_servers() if addresses is None else addresses
+    return Servers(addresses, timeout=memcached_timeout(), dead_timeout=DEAD_SERVER_RETRY)
+
+
+def from_environment() -> ThreadMappedPool:
+    """The pool of ``MEMCACHED_SERVERS``, with ``MEMCACHED_TIMEOUT_MS``."""
+    return ThreadMappedPool(servers_of())
+
+
+def client_of(addresses: list[str] | None = None) -> MemcachedClient:
+    """A client of its own, for one thread, of the servers at ``addresses``."""
+    return MemcachedClient(servers_of(addresses))
+
+
+class Pool(Protocol):
+    def reserve(self) -> AbstractContextManager[MemcachedClient]: ...
+
+
+class MemcachedBackend(RateLimiterBackend):
+    """Dramatiq's Memcached rate-limiter backend (``dramatiq.rate_limits.backends.
+    MemcachedBackend``, which needs pylibmc), on this module's pool."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    def add(self, key: str, value: int, ttl: int) -> bool:
+        with self.pool.reserve() as client:
+            return client.add(key, value, time=int(ttl / 1000))
+
+    def incr(self, key: str, amount: int, maximum: int, ttl: int) -> bool:
+        with self.pool.reserve() as client:
+            return client.incr(key, amount) <= maximum
+
+    def decr(self, key: str, amount: int, minimum: int, ttl: int) -> bool:
+        with self.pool.reserve() as client:
+            return client.decr(key, amount) >= minimum
+
+    def incr_and_sum(
+        self, key: str, keys: Callable[[], list[str]], amount: int, maximum: int, ttl: int
+    ) -> bool:
+        seconds = int(ttl / 1000)
+        with self.pool.reserve() as client:
+            client.add(key, 0, time=seconds)
+            while True:
+                value, token = client.gets(key)
+                if token is None:
+                    return False
+                value += amount
+                if value > maximum:
+                    return False
+                total = amount + sum(client.get_multi(keys()).values())
+                if total > maximum:
+                    return False
+                if client.cas(key, value, token, time=seconds):
+                    return True

@@ -59,7 +59,7 @@ def check(
     """Whether ``url`` may be fetched now: robots.txt first, then the host's rate.
 
     Parameters:
-      client(pylibmc.Client): The dedup store, where robots.txt rules are shared.
+      client(MemcachedClient): The dedup store, where robots.txt rules are shared.
       backend(RateLimiterBackend): Where the hosts' rates are counted.
       session(requests.Session): The worker thread's session, to fetch robots.txt with.
       url(str): The URL about to be fetched.
@@ -233,7 +233,7 @@ def robots_for(
     """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the store.
 
     Parameters:
-      client(pylibmc.Client): The dedup store, where the rules are shared for an hour.
+      client(MemcachedClient): The dedup store, where the rules are shared for an hour.
       session(requests.Session): The session to fetch robots.txt with.
       url(str): A URL of the host.
       user_agent(str): The User-Agent header to send.
