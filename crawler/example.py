@@ -24,7 +24,7 @@ from dramatiq.rate_limits import RateLimiterBackend
 
 from crawler import local_mode, messages, options
 from crawler.archiving import warc
-from crawler.brokers import BROKER_ERRORS, SendBack, make_broker
+from crawler.brokers import BROKER_ERRORS, QUEUE, SendBack, make_broker
 from crawler.environment import (
     broker_address,
     dedup_store_name,
@@ -106,6 +106,7 @@ def find_anchors(
 
 
 @dramatiq.actor(
+    queue_name=QUEUE,  # a queue of its own: other Dramatiq apps keep "default" as they made it
     max_retries=3,
     time_limit=10000,
     throws=(PermanentError,),

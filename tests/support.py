@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,7 +25,9 @@ from typing import Any
 
 import pika
 import redis
+from dramatiq.common import dq_name, xq_name
 
+from crawler.brokers import QUEUE
 from crawler.environment import rabbitmq_url
 from crawler.frontier.memcached_pool import MemcachedClient, client_of
 from tests.workers import PROJECT_ROOT, WorkerProcesses
@@ -72,7 +75,7 @@ def purge_rabbitmq() -> None:
     as on a new RabbitMQ (with the priorities of ``--breadth-first``)."""
     connection = pika.BlockingConnection(pika.URLParameters(rabbitmq_url()))
     channel = connection.channel()
-    for queue in ("default", "default.DQ", "default.XQ"):
+    for queue in (QUEUE, dq_name(QUEUE), xq_name(QUEUE)):
         channel.queue_delete(queue)
     connection.close()
 
@@ -368,3 +371,20 @@ def metric(text: str, name: str) -> float:
         for sample, value in re.findall(r"^(\S+) (\S+)$", text, re.M)
         if sample == name or sample.startswith(name + "{")
     )
+
+
+@contextmanager
+def rabbitmq_vhost(name: str) -> Iterator[str]:
+    """A RabbitMQ virtual host of the test's own, made with ``rabbitmqctl`` on the
+    RabbitMQ of ``RABBITMQ_URL`` (this machine's) and deleted afterwards: the URL for it."""
+    ctl = ["rabbitmqctl", "--quiet"]
+    vhost = f"{name}-{os.getpid()}"
+    subprocess.run([*ctl, "add_vhost", vhost], check=True, capture_output=True)
+    try:
+        user = urllib.parse.urlsplit(rabbitmq_url()).username or "guest"
+        grant = [*ctl, "set_permissions", "-p", vhost, user, ".*", ".*", ".*"]
+        subprocess.run(grant, check=True, capture_output=True)
+        parts = urllib.parse.urlsplit(rabbitmq_url())
+        yield urllib.parse.urlunsplit(parts._replace(path="/" + urllib.parse.quote(vhost, safe="")))
+    finally:
+        subprocess.run([*ctl, "delete_vhost", vhost], check=True, capture_output=True)

@@ -11,12 +11,13 @@ from dramatiq import Message
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
+from crawler.brokers import QUEUE
 from crawler.frontier.memcached_pool import MemcachedClient
 from tests.site_server import Page, SiteServer, generate_site, html, page_path
 
 
 def sent_urls(broker: StubBroker) -> list[str]:
-    queue = broker.queues["default"]
+    queue = broker.queues[QUEUE]
     messages = [Message.decode(queue.get_nowait()) for _ in range(queue.qsize())]
     assert all(message.actor_name == "crawl" for message in messages)
     return [message.args[0] for message in messages]
@@ -116,7 +117,7 @@ def test_worker_crawls_a_whole_site_once_through_the_stub_broker(
     site.pages.update(generate_site(site.base_url, pages=40, links_per_page=4))
 
     example.crawl.send(site.url(page_path(0)))
-    stub_broker.join("default", fail_fast=True)
+    stub_broker.join(QUEUE, fail_fast=True)
     stub_worker.join()
 
     assert site.fetch_counts() == {page_path(i): 1 for i in range(40)}

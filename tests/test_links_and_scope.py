@@ -9,6 +9,7 @@ from dramatiq import Message
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
+from crawler.brokers import QUEUE
 from crawler.frontier.scope import links_to_follow
 from crawler.links.canonical import _canonicalise, canonical_url
 from crawler.links.extraction import html_links
@@ -152,6 +153,6 @@ def test_crawl_with_the_url_alone_is_upstreams_crawl(
 
     example.crawl(site.url("/"))
 
-    queue = stub_broker.queues["default"]
+    queue = stub_broker.queues[QUEUE]
     sent = [Message.decode(queue.get_nowait()) for _ in range(queue.qsize())]
     assert [(m.args, m.kwargs) for m in sent] == [(("http://127.0.0.1:1/a.html",), {"depth": 1})]

@@ -21,6 +21,7 @@ from dramatiq.brokers.stub import StubBroker
 from urllib3.util.connection import HAS_IPV6
 
 from crawler import example
+from crawler.brokers import QUEUE
 from crawler.environment import Limits
 from crawler.errors import PermanentError
 from crawler.fetching import bounded_fetch, network_guard, new_session
@@ -105,7 +106,7 @@ def rebinding_url(site: SiteServer, path: str) -> str:
 
 
 def sent_kwargs(stub_broker: StubBroker) -> list[dict[str, Any]]:
-    queue = stub_broker.queues["default"]
+    queue = stub_broker.queues[QUEUE]
     return [Message.decode(queue.get_nowait()).kwargs for _ in range(queue.qsize())]
 
 

@@ -404,15 +404,17 @@ def test_a_queue_declared_before_without_priorities_is_used_as_it_is_with_a_warn
     """As a RabbitMQ that an older crawler used: its queues have no ``x-max-priority``."""
     from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
+    from crawler.brokers import QUEUE
+
     plain = RabbitmqBroker(url=rabbitmq_env["RABBITMQ_URL"])
-    plain.declare_queue("default", ensure=True)
+    plain.declare_queue(QUEUE, ensure=True)
     plain.close()
     site.pages.update(generate_site(site.base_url, pages=20, links_per_page=3))
     env = environment(**rabbitmq_env, **FAST_FAILURES)
     waiting, stdout, stderr, workers = waited_crawl(env, site.url(page_path(0)), "--breadth-first")
     assert waiting.returncode == 0, stdout + stderr
     assert site.fetch_counts() == Counter({page_path(i): 1 for i in range(20)})
-    warning = "RabbitMQ queue 'default' was declared without priorities (x-max-priority)"
+    warning = f"RabbitMQ queue {QUEUE!r} was declared without priorities (x-max-priority)"
     assert warning in stderr  # the seeder's
     assert workers.logged_any(warning)
 

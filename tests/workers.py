@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pika
 import redis
+from dramatiq.common import dq_name, xq_name
+
+from crawler.brokers import QUEUE
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -106,7 +109,7 @@ def seed(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]
 
 
 def queued_messages(
-    env: Mapping[str, str], queues: tuple[str, ...] = ("default", "default.DQ")
+    env: Mapping[str, str], queues: tuple[str, ...] = (QUEUE, dq_name(QUEUE))
 ) -> int:
     """Messages in the crawler's queues: by default those waiting, ready or delayed for a retry."""
     if env.get("REDIS") == "1":
@@ -138,7 +141,7 @@ def _message_count(connection: pika.BlockingConnection, queue: str) -> int:
 
 
 def dead_letters(env: Mapping[str, str]) -> int:
-    return queued_messages(env, ("default.XQ",))
+    return queued_messages(env, (xq_name(QUEUE),))
 
 
 def environment(**overrides: str) -> dict[str, str]:

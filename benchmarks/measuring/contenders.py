@@ -37,6 +37,7 @@ from benchmarks.measuring.workers import (
     start_workers,
     stop,
 )
+from crawler.brokers import QUEUE
 from crawler.environment import rabbitmq_url
 
 
@@ -137,7 +138,7 @@ def crawl_with_workers(
 def declare_plain_queues() -> None:
     """The crawler's RabbitMQ queues, declared as Dramatiq does without priorities."""
     broker = RabbitmqBroker(url=rabbitmq_url())
-    broker.declare_queue("default", ensure=True)
+    broker.declare_queue(QUEUE, ensure=True)
     broker.close()
 
 

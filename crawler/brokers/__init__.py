@@ -10,7 +10,13 @@ from dramatiq.middleware.prometheus import Prometheus
 from crawler.brokers.send_back import BROKER_ERRORS, SendBack, TimeLimitOver
 from crawler.environment import number, publish_confirms, rabbitmq_url, redis_url, uses_redis
 
-__all__ = ["BROKER_ERRORS", "SendBack", "make_broker"]
+__all__ = ["BROKER_ERRORS", "QUEUE", "SendBack", "make_broker"]
+
+#: The queue of the ``crawl`` actor.  Not Dramatiq's ``default``: on RabbitMQ the crawler's
+#: queue carries priorities (``x-max-priority``, for ``--breadth-first``), and a queue's
+#: arguments are fixed by whoever declares it first, so sharing ``default`` would break
+#: every plain Dramatiq program on the same broker (or the crawler's priorities).
+QUEUE = "crawler"
 
 
 def make_broker(send_back: SendBack | None = None) -> dramatiq.Broker:

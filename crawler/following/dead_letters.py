@@ -1,7 +1,7 @@
 """A crawl's dead-lettered messages: listed with ``--dead-letters``, sent again with ``--replay``.
 
 Dramatiq keeps the messages it gave up on in the dead-letter queue (RabbitMQ
-``default.XQ``, Redis ``dramatiq:default.XQ``) for a week.  A URL given up during
+``crawler.XQ``, Redis ``dramatiq:crawler.XQ``) for a week.  A URL given up during
 an outage of the site, the broker or Memcached is one command away from a second
 chance: ``--replay`` sends each of the crawl's dead letters again under its own
 message id (so it keeps its claim on the URL), with fresh retries, and reopens it
