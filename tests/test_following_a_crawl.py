@@ -162,15 +162,17 @@ def test_a_rabbitmq_reader_stopped_early_acknowledges_what_was_read_and_hands_ba
     broker, observer = make_broker(), make_broker()
     crawl_id = uuid.uuid4().hex
     reader = record_queue.Reader(broker, crawl_id)
+    batches = record_queue.Batches(broker)
     try:
         for n in range(3):
-            record_queue.publish(broker, crawl_id, {"n": n})
+            batches(crawl_id, {"n": n}, False)
         with closing(reader.read(timeout=5)) as arriving:
             assert next(arriving) == {"n": 0}
         waiting_now = observer.channel.queue_declare(record_queue.name(crawl_id), passive=True)  # type: ignore[attr-defined]
         with closing(reader.read(timeout=0.5)) as arriving:
             rest = list(arriving)
     finally:
+        batches.close()
         reader.close()
         broker.close()
         observer.close()
@@ -224,6 +226,7 @@ def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
         with closing(reader.read(timeout=2)) as arriving:
             records = list(islice(arriving, 8))
     finally:
+        batches.close()
         reader.close()
         broker.close()
 

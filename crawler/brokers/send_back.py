@@ -40,25 +40,6 @@ BROKER_ERRORS: tuple[type[BaseException], ...] = (
 PUBLISH_ATTEMPTS = 2
 
 
-def publish_to_queue(broker: Any, queue: str, body: bytes) -> None:
-    """Publish ``body`` to the RabbitMQ queue ``queue`` as a persistent message,
-    reconnecting as Dramatiq's ``enqueue`` does; raise ``ConnectionClosed`` if it
-    cannot be sent."""
-    for attempt in range(1, PUBLISH_ATTEMPTS + 1):
-        try:
-            broker.channel.basic_publish(
-                exchange="",
-                routing_key=queue,
-                body=body,
-                properties=pika.BasicProperties(delivery_mode=2),
-            )
-            return
-        except (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
-            del broker.connection  # the next attempt opens a fresh connection and channel
-            if attempt == PUBLISH_ATTEMPTS:
-                raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
-
-
 class SendBack(Middleware):
     """Remembers the messages whose links, retry, deferral or record could not be
     sent, so that their consumer hands them back to the queue instead of

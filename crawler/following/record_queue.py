@@ -5,13 +5,15 @@ creates it before seeding and deletes it on any exit it lives through; one kille
 outright leaves it for :data:`READER_GONE_MS` at most, after which workers stop
 publishing into it (RabbitMQ deletes an unused queue; on Redis the seeder's
 presence key expires).  Both ends ride out broker restarts: a worker's record
-that cannot be published sends its message back (see :mod:`crawler.brokers.send_back`),
+that cannot be published (on RabbitMQ: confirmed) sends its message back (see
+:mod:`crawler.brokers.send_back`),
 and the seeder reconnects.  A worker's threads send the records that end together
 as one message (:class:`Batches`); the seeder reads a message of one record too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -19,9 +21,12 @@ from collections.abc import Generator
 from typing import Any
 
 import dramatiq
+import pika
+import pika.exceptions
 from dramatiq.brokers.redis import RedisBroker
+from dramatiq.errors import ConnectionClosed
 
-from crawler.brokers.send_back import publish_to_queue
+from crawler.brokers.send_back import PUBLISH_ATTEMPTS
 from crawler.following.records import Record
 
 #: How long the records of a crawl are kept once no seeder reads them (killed, or
@@ -53,9 +58,57 @@ def _is_redis(broker: dramatiq.Broker) -> bool:
     return isinstance(broker, RedisBroker)
 
 
-def publish(broker: dramatiq.Broker, crawl_id: str, record: Record) -> None:
-    """Send ``record`` to the crawl's seeder; raise a broker error if it cannot be sent."""
-    _send(broker, crawl_id, json.dumps(record, ensure_ascii=False).encode())
+class Sender:
+    """Where a worker's records go: on Redis the crawl's list, on RabbitMQ the crawl's
+    queue through a channel of the records' own in confirm mode, so that a record
+    counts as sent only once RabbitMQ holds it.  Without the confirm, a record
+    written to a connection that RabbitMQ drops (a restart) is lost while its message
+    is marked done: the message's redelivery then ends as a duplicate and the page
+    is missing from ``--output``.  Not thread-safe: :class:`Batches` sends one batch
+    at a time.
+
+    Parameters:
+      broker(dramatiq.Broker): The crawl's broker.
+    """
+
+    def __init__(self, broker: dramatiq.Broker) -> None:
+        self.broker = broker
+        self._connection: pika.BlockingConnection | None = None
+        self._channel: Any = None
+
+    def send(self, crawl_id: str, body: bytes) -> None:
+        """Send ``body`` to the crawl's seeder; raise a broker error if it cannot be sent."""
+        if _is_redis(self.broker):
+            client: Any = self.broker.client  # type: ignore[attr-defined]
+            push = client.register_script(_PUSH_IF_READ)  # EVALSHA: the script is sent once
+            push(keys=[_reader_key(crawl_id), name(crawl_id)], args=[body, READER_GONE_MS])
+            return
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+            try:
+                if self._channel is None:
+                    parameters = self.broker.parameters  # type: ignore[attr-defined]
+                    self._connection = pika.BlockingConnection(parameters)
+                    self._channel = self._connection.channel()
+                    self._channel.confirm_delivery()
+                # Not mandatory: once the seeder is gone (its queue with it), RabbitMQ
+                # confirms and drops the record, as the seeder wants.
+                self._channel.basic_publish(
+                    exchange="",
+                    routing_key=name(crawl_id),
+                    body=body,
+                    properties=pika.BasicProperties(delivery_mode=2),
+                )
+                return
+            except (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
+                self.close()  # the next attempt opens a fresh connection and channel
+                if attempt == PUBLISH_ATTEMPTS:
+                    raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        connection, self._connection, self._channel = self._connection, None, None
+        if connection is not None and connection.is_open:
+            with contextlib.suppress(pika.exceptions.AMQPError):
+                connection.close()
 
 
 class RecordNotSent(Exception):
@@ -88,14 +141,15 @@ class Batches:
     """
 
     def __init__(self, broker: dramatiq.Broker) -> None:
-        self.broker = broker
+        self.sender = Sender(broker)
         self._waiting: dict[str, list[_Pending]] = {}
         self._waiting_lock = threading.Lock()
         self._sending = threading.Lock()
 
     def __call__(self, crawl_id: str, record: Record, batched: bool = True) -> None:
         if not batched:
-            publish(self.broker, crawl_id, record)
+            with self._sending:
+                _send(self.sender, crawl_id, json.dumps(record, ensure_ascii=False).encode())
             return
         pending = _Pending(json.dumps(record, ensure_ascii=False).encode())
         with self._waiting_lock:
@@ -115,7 +169,7 @@ class Batches:
                     raise RecordNotSent("the thread sending its batch was interrupted")
                 batch = self._waiting.pop(crawl_id)
             bodies = [each.body for each in batch]
-            _send(self.broker, crawl_id, b"[" + b",".join(bodies) + b"]")
+            _send(self.sender, crawl_id, b"[" + b",".join(bodies) + b"]")
         except BaseException as e:
             for each in batch:
                 if each is not pending:
@@ -125,14 +179,13 @@ class Batches:
             for each in batch:
                 each.sent = True
 
+    def close(self) -> None:
+        with self._sending:
+            self.sender.close()
 
-def _send(broker: dramatiq.Broker, crawl_id: str, body: bytes) -> None:
-    if _is_redis(broker):
-        client: Any = broker.client  # type: ignore[attr-defined]
-        push = client.register_script(_PUSH_IF_READ)  # EVALSHA: the script is sent once
-        push(keys=[_reader_key(crawl_id), name(crawl_id)], args=[body, READER_GONE_MS])
-    else:
-        publish_to_queue(broker, name(crawl_id), body)
+
+def _send(sender: Sender, crawl_id: str, body: bytes) -> None:
+    sender.send(crawl_id, body)
 
 
 def _records(body: bytes) -> list[Record]:
