@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import os
 import re
 import shutil
@@ -146,3 +147,14 @@ def test_redis_keeps_the_crawls_queue_across_a_restart_in_its_volume(tmp_path: P
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_a_worker_group_that_dies_is_restarted_by_compose_and_by_the_systemd_unit() -> None:
+    """A worker process that dies takes its group down (Dramatiq); whatever runs the
+    group starts it again (tests/test_worker_crashes.py plays that part for real)."""
+    assert SERVICES["worker"]["restart"] in {"always", "unless-stopped", "on-failure"}
+    unit = configparser.ConfigParser(interpolation=None)
+    unit.read_string((PROJECT_ROOT / "docs" / "deploy" / "crawler-worker.service").read_text())
+    assert unit["Service"]["Restart"] in {"always", "on-failure"}
+    command = unit["Service"]["ExecStart"].split()
+    assert command[0].endswith("/dramatiq") and command[1] == "crawler.example"

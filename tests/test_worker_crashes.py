@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 import pytest
 
 from tests.site_server import SiteServer, generate_site, html, page_path, send
-from tests.support import FAST_FAILURES
+from tests.support import FAST_FAILURES, wait_for_crawl
 from tests.workers import WorkerProcesses, dead_letters, environment, queued_messages, seed
 
 PAGES = 150
@@ -120,3 +123,43 @@ def test_a_page_that_kills_every_worker_is_given_up_after_max_deliveries(
     )
     assert dead_letters(env) == 1
     assert queued_messages(env) == 0
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_a_worker_process_dying_of_sigsegv_ends_its_group_and_the_restarted_group_ends_the_crawl(
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest
+) -> None:
+    """What the compose file's ``restart: unless-stopped`` and the systemd unit's
+    ``Restart=always`` (docs/deploy/) do, done by the test: Dramatiq stops the whole
+    group when one process dies, and the group started again finishes the crawl."""
+    env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=LINKS))
+    site.delay = 0.02
+    group = WorkerProcesses(env, processes=PROCESSES, threads=THREADS)
+    restarted: WorkerProcesses | None = None
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)))
+        group.wait_until(lambda: group.count("Done crawling") >= 30)
+        victim = worker_processes(group.process.pid)[0]
+        os.kill(victim, signal.SIGSEGV)
+        group.process.wait(timeout=60)  # the whole group ends: Dramatiq shuts it down
+        group_exit = group.stop()  # (reads its last lines)
+        restarted = WorkerProcesses(env, processes=PROCESSES, threads=THREADS)
+        _, stderr = waiting.communicate(timeout=120)
+    finally:
+        group.stop()
+        if restarted is not None:
+            assert restarted.stop() == 0
+
+    assert group_exit != 0  # a failure, for systemd's Restart=on-failure too
+    assert group.logged_any(f"Worker with PID {victim} exited unexpectedly (code -11)")
+    assert waiting.returncode == 0, stderr[-2000:]
+    assert set(site.fetch_counts()) == {page_path(i) for i in range(PAGES)}
+    # A second fetch only for what the dead group had in hand, and the links it resends.
+    assert sum(n - 1 for n in site.fetch_counts().values()) <= PROCESSES * THREADS * (1 + LINKS)
+
+
+def worker_processes(pid: int) -> list[int]:
+    """The worker processes of Dramatiq's main process ``pid``."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(child) for child in children]
