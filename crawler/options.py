@@ -289,12 +289,16 @@ def host_name(value: Any) -> str:
 
 
 def regular_expression(value: Any) -> str:
-    """A pattern RE2 compiles (Python's ``re`` syntax less backreferences and lookaround)."""
+    """A pattern in Python's ``re`` syntax that RE2 runs (no backreferences or lookaround)."""
     source = utf8_text(value)
     if len(source) > MAX_PATTERN:
         raise ValueError(f"longer than {MAX_PATTERN} characters")
     try:
-        re2.compile(source, _RE2_OPTIONS)
+        re.compile(source)  # the syntax users write: Python's
+    except (re.error, OverflowError, RecursionError) as e:  # a{99999999999}: OverflowError
+        raise ValueError(str(e) or type(e).__name__) from e
+    try:
+        re2.compile(source, _RE2_OPTIONS)  # what runs: RE2's, which lacks a few of its parts
     except re2.error as e:
         reason = e.args[0].decode(errors="replace") if e.args else type(e).__name__
         raise ValueError(f"{reason} (RE2 syntax: no backreferences or lookaround)") from e

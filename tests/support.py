@@ -8,9 +8,11 @@ at ``CRAWLER_TEST_REDIS_URL`` (db 15 unless set) and flush Memcached at
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -120,6 +122,10 @@ class MemcachedProcess:
     def pause(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float) -> None:
@@ -388,3 +394,73 @@ def rabbitmq_vhost(name: str) -> Iterator[str]:
         yield urllib.parse.urlunsplit(parts._replace(path="/" + urllib.parse.quote(vhost, safe="")))
     finally:
         subprocess.run([*ctl, "delete_vhost", vhost], check=True, capture_output=True)
+
+
+class RabbitmqProcess:
+    """A RabbitMQ node of the caller's own: its own node name, port and data directory
+    beside the machine's RabbitMQ, to restart or alarm without touching anyone else's
+    queues.  Started from the machine's RabbitMQ installation (as the ``rabbitmq`` user
+    when run as root, as Debian's scripts do), stopped by :meth:`shut_down`.
+
+    Parameters:
+      directory(Path): Where its configuration, data and logs live.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.name = f"crawler-{self.port}@localhost"
+        (directory / "rabbitmq.conf").write_text(
+            f"listeners.tcp.local = 127.0.0.1:{self.port}\nloopback_users = none\n"
+        )
+        (directory / "enabled_plugins").write_text("[].\n")
+        settings = {
+            "RABBITMQ_CONF_ENV_FILE": "/dev/null",  # not the machine's node name and port
+            "RABBITMQ_CONFIG_FILE": str(directory / "rabbitmq.conf"),
+            "RABBITMQ_NODENAME": self.name,
+            "RABBITMQ_DIST_PORT": str(free_port()),
+            "RABBITMQ_MNESIA_BASE": str(directory / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(directory / "log"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(directory / "enabled_plugins"),
+            "RABBITMQ_PID_FILE": str(directory / "pid"),
+        }
+        server = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+        if not Path(server).exists():
+            server = shutil.which("rabbitmq-server") or "rabbitmq-server"
+        if os.geteuid() == 0:
+            shutil.chown(directory, "rabbitmq")
+            for path in directory.iterdir():
+                shutil.chown(path, "rabbitmq")
+            assignments = " ".join(f"{name}={value}" for name, value in settings.items())
+            command = ["su", "rabbitmq", "-s", "/bin/sh", "-c"]
+            command.append(
+                f"cd /var/lib/rabbitmq; HOME=/var/lib/rabbitmq {assignments} exec {server}"
+            )
+            environment = None
+        else:
+            command, environment = [server], {**os.environ, **settings}
+        self.process = subprocess.Popen(
+            command,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_for_port(self.port, timeout=60)
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}"
+
+    def ctl(self, *args: str) -> None:
+        """``rabbitmqctl -n NODE ARGS``."""
+        subprocess.run(
+            ["rabbitmqctl", "-n", self.name, *args], check=True, capture_output=True, timeout=60
+        )
+
+    def shut_down(self) -> None:
+        with contextlib.suppress(subprocess.SubprocessError):
+            self.ctl("stop")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of it is left
+        self.process.wait(timeout=30)

@@ -149,3 +149,18 @@ def test_warc_cost_smoke_run_crawls_with_and_without_warc_and_finds_every_page_s
         assert figures[f"{run} --warc"]["stored_pages"] == 150
         assert figures[f"{run} --warc"]["warc_bytes_per_page"] > 0
     assert "every page fetched with --warc stored, every round: yes" in result.stdout
+
+
+def test_fault_loops_smoke_run_loses_nothing_through_three_faults(tmp_path: Path) -> None:
+    """CI's short version of ``benchmarks/faults.py``: one run each of a worker group
+    killed, a RabbitMQ restart and a Redis broker killed, on services of its own."""
+    faults = ["worker-kill-9", "rabbitmq-restart", "redis-broker-kill-9"]
+    _, figures = run_benchmark(
+        "faults.py", tmp_path / "faults.json", *(f"--fault={fault}" for fault in faults),
+        "--runs", "1", "--pages", "120",
+    )  # fmt: skip
+
+    assert sorted(figures) == sorted(faults)
+    for fault in faults:
+        assert figures[fault]["runs"] == figures[fault]["ended"] == 1, figures
+        assert figures[fault]["never_fetched"] == figures[fault]["missing_from_output"] == 0

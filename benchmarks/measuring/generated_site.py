@@ -132,3 +132,4 @@ def serve(
             process.wait()
         else:
             server.shutdown()
+            server.server_close()

@@ -9,9 +9,14 @@ key raises).
 
 Over several servers a key lives on the server that rendezvous hashing picks among
 those in the ring, so losing or adding a server moves only its share of the keys.  A
-server that fails a call (refused, reset, timed out) leaves the ring of every thread of
-the process at once and is tried again after ``dead_timeout`` seconds; the call that met
-the failure raises :class:`MemcachedError`, and its attempt is retried.  pymemcache's
+server that refuses a connection (its process is gone, and its memory with it) leaves
+the ring of every thread of the process at once and is tried again after
+``dead_timeout`` seconds; every call that meets a failure raises
+:class:`MemcachedError`, and its attempt is retried.  A server that times out or drops
+a connection stays in the ring: it may be alive and still hold its keys, and one that
+rejoined after others took its keys over would bring back claims that contradict
+theirs (two messages each finding the URL claimed by the other, and neither fetching
+it).  pymemcache's
 own ``HashClient`` is not used: while a server is "retrying" it answers calls with
 defaults (``get`` None, ``add`` False) instead of failing them, which a claim would read
 as "nobody holds this URL".
@@ -31,11 +36,7 @@ from typing import Any, Protocol
 
 from dramatiq.rate_limits import RateLimiterBackend
 from pymemcache.client.base import Client
-from pymemcache.exceptions import (
-    MemcacheError,
-    MemcacheUnexpectedCloseError,
-    MemcacheUnknownError,
-)
+from pymemcache.exceptions import MemcacheError
 
 from crawler.environment import DEAD_SERVER_RETRY, memcached_servers, memcached_timeout
 
@@ -45,8 +46,8 @@ FLAG_BYTES, FLAG_INTEGER, FLAG_TEXT = 0, 1 << 1, 1 << 4
 MAX_KEY = 250
 
 
-#: What says a server is gone rather than answering with an error.
-LOST = (OSError, MemcacheUnexpectedCloseError, MemcacheUnknownError)
+#: What says a server's process is gone, its keys with it: it refuses connections.
+GONE = (ConnectionRefusedError,)
 
 
 class MemcachedError(Exception):
@@ -164,7 +165,7 @@ class MemcachedClient:
             return getattr(client, command)(*args, **kwargs)
         except (OSError, MemcacheError) as e:
             client.close()  # a reply may be half read: the next call connects anew
-            if isinstance(e, LOST):  # not an answer such as "out of memory"
+            if isinstance(e, GONE):
                 self.servers.failed(address)
             raise MemcachedError(f"{address}: {type(e).__name__}: {e}") from e
 
