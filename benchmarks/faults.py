@@ -305,7 +305,7 @@ def main() -> int:
     arguments = parser.parse_args()
     faults = arguments.fault or list(FAULTS)
     directory = Path(tempfile.mkdtemp(prefix="crawler-faults-"))
-    rabbitmq = RabbitmqProcess(Path(tempfile.mkdtemp(dir=directory)))
+    rabbitmq = RabbitmqProcess()
     lines, failed, figures = [HEADER], False, {}
     try:
         for fault in faults:

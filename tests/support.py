@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -402,12 +403,12 @@ class RabbitmqProcess:
     queues.  Started from the machine's RabbitMQ installation (as the ``rabbitmq`` user
     when run as root, as Debian's scripts do), stopped by :meth:`shut_down`.
 
-    Parameters:
-      directory(Path): Where its configuration, data and logs live.
+    Its configuration, data and logs live in a directory of its own in the system's
+    temporary directory (one the ``rabbitmq`` user can reach), removed by :meth:`shut_down`.
     """
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self) -> None:
+        self.directory = directory = Path(tempfile.mkdtemp(prefix="crawler-rabbitmq-"))
         self.port = free_port()
         self.name = f"crawler-{self.port}@localhost"
         (directory / "rabbitmq.conf").write_text(
@@ -464,3 +465,4 @@ class RabbitmqProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)  # whatever of it is left
         self.process.wait(timeout=30)
+        shutil.rmtree(self.directory, ignore_errors=True)
