@@ -4,9 +4,12 @@ on, and ends, when one server dies."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
+from dramatiq.middleware.time_limit import TimeLimitExceeded
 from dramatiq.rate_limits import BucketRateLimiter, WindowRateLimiter
+from pymemcache.client import base
 
 from crawler.frontier.memcached_pool import (
     MemcachedBackend,
@@ -193,3 +196,24 @@ def test_a_server_that_hangs_stays_in_the_ring_and_keeps_its_keys() -> None:
     finally:
         for server in servers:
             server.stop()
+
+
+def test_a_call_interrupted_mid_reply_leaves_nothing_for_the_next_call_to_read(
+    own_memcached: MemcachedProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dramatiq's time limit raises in the worker thread wherever it is, a pure-Python
+    client's read included: the reply it was reading must not become the next one's."""
+    with client_of([own_memcached.servers]) as client:
+        assert client.set("first", b"1", time=60) and client.set("second", b"2", time=60)
+        read_line, interrupted = base._readline, list[bool]()
+
+        def interrupted_once(sock: Any, buf: bytes) -> Any:
+            if not interrupted:
+                interrupted.append(True)
+                raise TimeLimitExceeded()
+            return read_line(sock, buf)
+
+        monkeypatch.setattr(base, "_readline", interrupted_once)
+        with pytest.raises(TimeLimitExceeded):
+            client.get("first")
+        assert client.get("second") == b"2"

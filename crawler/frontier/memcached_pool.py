@@ -111,7 +111,8 @@ class Servers:
 
     def ring(self) -> list[str]:
         """The servers keys go to now: all but those that failed lately."""
-        if self._dead_until and min(self._dead_until.values()) <= time.monotonic():
+        dead_until = self._dead_until  # replaced, never changed in place: read without a lock
+        if dead_until and min(dead_until.values()) <= time.monotonic():
             with self._lock:
                 now = time.monotonic()
                 self._dead_until = {a: t for a, t in self._dead_until.items() if t > now}
@@ -124,7 +125,7 @@ class Servers:
         if len(self.addresses) == 1:
             return
         with self._lock:
-            self._dead_until[address] = time.monotonic() + self.dead_timeout
+            self._dead_until = {**self._dead_until, address: time.monotonic() + self.dead_timeout}
             self._ring = [a for a in self.addresses if a not in self._dead_until]
 
     def connect(self, address: str) -> Client:
@@ -168,6 +169,11 @@ class MemcachedClient:
             if isinstance(e, GONE):
                 self.servers.failed(address)
             raise MemcachedError(f"{address}: {type(e).__name__}: {e}") from e
+        except BaseException:
+            # Interrupted mid-call (Dramatiq's time limit raises in the thread, Ctrl-C):
+            # the rest of a reply may still come, and must not be read as the next one's.
+            client.close()
+            raise
 
     def _by_server(self, keys: Iterable[str]) -> dict[str, dict[str, str]]:
         """``keys`` grouped by the server that holds each: wire key -> key."""
