@@ -294,3 +294,28 @@ def test_a_record_whose_batch_was_lost_by_an_interrupted_sender_is_not_sent_and_
     broker.close()
 
     assert sent == []
+
+
+def test_records_a_redis_reader_took_without_receiving_them_are_read_at_its_next_read(
+    redis_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis stopping right after it applied the reader's take, before its reply: the
+    records wait in the crawl's list of records taken, not lost."""
+    broker, crawl_id, batches = batches_on(redis_env, monkeypatch)
+    reader = record_queue.Reader(broker, crawl_id)
+    try:
+        for n in range(3):
+            batches(crawl_id, {"n": n}, False)
+        take = broker.client.register_script(record_queue._TAKE)  # type: ignore[attr-defined]
+        taken = record_queue._taken_key(crawl_id)
+        assert len(take(keys=[record_queue.name(crawl_id), taken], args=[2, 60_000])) == 2
+        with closing(reader.read(timeout=0.5)) as arriving:
+            records = list(arriving)
+        left = broker.client.exists(taken)  # type: ignore[attr-defined]
+    finally:
+        reader.close()
+        batches.close()
+        broker.close()
+
+    assert records == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert left == 0

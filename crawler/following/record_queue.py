@@ -37,6 +37,18 @@ BATCH = 100
 #: Seconds the seeder lets records gather once it has read every waiting one.
 GATHER = 0.05
 
+#: Move up to ARGV[1] records from the crawl's list to its list of records taken (kept as
+#: long as the records), and return them.
+_TAKE = """
+local taken = redis.call('lrange', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #taken > 0 then
+    redis.call('ltrim', KEYS[1], #taken, -1)
+    redis.call('rpush', KEYS[2], unpack(taken))
+    redis.call('pexpire', KEYS[2], ARGV[2])
+end
+return taken
+"""
+
 #: Push a record only while a seeder is there to read it (its presence key lives).
 _PUSH_IF_READ = """
 if redis.call('exists', KEYS[1]) == 1 then
@@ -52,6 +64,11 @@ def name(crawl_id: str) -> str:
 
 def _reader_key(crawl_id: str) -> str:
     return f"crawler.reader.{crawl_id}"
+
+
+def _taken_key(crawl_id: str) -> str:
+    """Redis: the records the seeder took and has not yet seen through."""
+    return f"crawler.records.{crawl_id}.taken"
 
 
 def _is_redis(broker: dramatiq.Broker) -> bool:
@@ -229,8 +246,8 @@ class Reader:
         """Records for up to ``timeout`` seconds, or fewer once none is waiting.  The
         caller may stop early once it needs no more: on RabbitMQ the messages it read
         are acknowledged and the rest goes back to the queue (a message of several
-        records read in part too); on Redis the rest of the batch already taken is
-        dropped.
+        records read in part too); on Redis the batch taken comes again, first, at the
+        next read.
 
         Fetched and acknowledged in batches: one round trip per batch, not per record;
         once none is left, the next ones are left to gather for a moment.
@@ -238,17 +255,7 @@ class Reader:
         self._declare()  # again: the broker may have restarted since, and Redis keeps it alive
         deadline = time.monotonic() + timeout
         if _is_redis(self.broker):
-            client: Any = self.broker.client  # type: ignore[attr-defined]
-            while (remaining := deadline - time.monotonic()) > 0:
-                first = client.blpop([self.queue], timeout=max(remaining, 0.01))
-                if first is None:
-                    return
-                yield from _records(first[1])
-                bodies = client.lpop(self.queue, BATCH) or []
-                for body in bodies:
-                    yield from _records(body)
-                if len(bodies) < BATCH:
-                    _gather(deadline)
+            yield from self._read_redis(deadline)
             return
         channel = self.broker.channel  # type: ignore[attr-defined]
         unacknowledged = None
@@ -282,13 +289,39 @@ class Reader:
             raise
         acknowledge_and_cancel()
 
+    def _read_redis(self, deadline: float) -> Generator[Record, None, None]:
+        """Redis's records: moved, not popped, to the crawl's list of records taken, and
+        dropped from there once the caller saw them, so that a reply Redis applied and
+        never delivered (it stopped right then) is not a record lost: the next read
+        gives the records still taken first (the seeder skips what it saw)."""
+        client: Any = self.broker.client  # type: ignore[attr-defined]
+        take = client.register_script(_TAKE)
+        taken = _taken_key(self.crawl_id)
+        bodies = client.lrange(taken, 0, -1)
+        while True:
+            for body in bodies:
+                yield from _records(body)
+            if bodies:
+                client.delete(taken)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if 0 < len(bodies) < BATCH:
+                _gather(deadline)
+            bodies = take(keys=[self.queue, taken], args=[BATCH, READER_GONE_MS])
+            if not bodies:
+                first = client.blmove(self.queue, taken, max(remaining, 0.01), "LEFT", "RIGHT")
+                if first is None:
+                    return
+                bodies = [first, *take(keys=[self.queue, taken], args=[BATCH - 1, READER_GONE_MS])]
+
     def close(self) -> None:
         """Delete the records queue, so workers stop publishing into it; a broker that
         does not answer is left to expire it."""
         try:
             if _is_redis(self.broker):
                 client: Any = self.broker.client  # type: ignore[attr-defined]
-                client.delete(_reader_key(self.crawl_id), self.queue)
+                client.delete(_reader_key(self.crawl_id), self.queue, _taken_key(self.crawl_id))
             else:
                 self.broker.channel.queue_delete(self.queue)  # type: ignore[attr-defined]
         except Exception:
