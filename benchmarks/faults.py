@@ -43,9 +43,14 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pika
+import redis
+from dramatiq.common import dq_name, xq_name
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
+from crawler.brokers import QUEUE  # noqa: E402
 from tests.site_server import SiteServer, generate_site, page_path  # noqa: E402
 from tests.support import (  # noqa: E402
     FAST_FAILURES,
@@ -75,6 +80,8 @@ class Run:
     given_up: int
     seconds: float
     last_line: str
+    #: For a run that hung or lost something: what the broker held at the end.
+    left_on_broker: dict[str, int] | None = None
 
 
 @dataclass
@@ -170,7 +177,9 @@ def services_for(fault: str, directory: Path, rabbitmq: RabbitmqProcess) -> Iter
     benchmark's node (or a Redis broker of its own), Memcached (two servers for
     ``memcached-node``) or a ``DEDUP_URL`` Redis."""
     with ExitStack() as stack:
-        env = environment(**FAST_FAILURES)
+        # Its own metrics files: workers of the machine may be writing the default ones.
+        metrics = tempfile.mkdtemp(dir=directory)
+        env = environment(**FAST_FAILURES, dramatiq_prom_db=metrics)
         services = Services(env)
         if fault.startswith("redis-broker"):
             services.redis_broker = RedisProcess(Path(tempfile.mkdtemp(dir=directory)))
@@ -221,13 +230,17 @@ def run(
         try:
             workers.wait_until(lambda: workers.count("Done crawling") >= pages // 4, timeout=120)
             workers = FAULTS[fault](services, workers)
+            left: dict[str, int] | None = None
             try:
                 _, stderr = waiting.communicate(timeout=wait_limit)
                 ended = True
             except subprocess.TimeoutExpired:
+                left = left_on_broker(services.env)  # before the seeder's exit deletes its list
                 os.killpg(waiting.pid, signal.SIGKILL)
                 _, stderr = waiting.communicate()
                 ended = False
+            if ended and (waiting.returncode != 0 or len(site.fetch_counts()) < pages):
+                left = left_on_broker(services.env)
         finally:
             if waiting.poll() is None:
                 os.killpg(waiting.pid, signal.SIGKILL)
@@ -247,7 +260,39 @@ def run(
         given_up=workers.count("Giving up on URL"),
         seconds=round(time.monotonic() - started, 1),
         last_line=(stderr.strip().splitlines() or [""])[-1][:200],
+        left_on_broker=left,
     )
+
+
+def left_on_broker(env: dict[str, str]) -> dict[str, int]:
+    """What a Redis broker holds, key by key (lists, hashes and sets by length); the
+    message counts of a RabbitMQ's queues."""
+    if env.get("REDIS") == "1":
+        client = redis.Redis.from_url(env["REDIS_URL"])
+        try:
+            sizes = {}
+            for key in client.scan_iter(count=1000):
+                kind = client.type(key).decode()  # type: ignore[union-attr]
+                size = {"list": client.llen, "hash": client.hlen, "set": client.scard}.get(kind)
+                sizes[key.decode()] = int(size(key)) if size else -1
+            return sizes
+        finally:
+            client.close()
+    connection = pika.BlockingConnection(pika.URLParameters(env["RABBITMQ_URL"]))
+    try:
+        return {
+            queue: queue_size(connection, queue)
+            for queue in (QUEUE, dq_name(QUEUE), xq_name(QUEUE))
+        }
+    finally:
+        connection.close()
+
+
+def queue_size(connection: pika.BlockingConnection, queue: str) -> int:
+    try:
+        return int(connection.channel().queue_declare(queue, passive=True).method.message_count)
+    except pika.exceptions.ChannelClosedByBroker:
+        return -1
 
 
 def summary(runs: list[Run]) -> dict[str, int]:
@@ -303,6 +348,8 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="a JSON line per run")
     parser.add_argument("--json", type=Path, help="write the figures of each fault here")
     arguments = parser.parse_args()
+    # Killed with SIGTERM, the services of its own are stopped on the way out all the same.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     faults = arguments.fault or list(FAULTS)
     directory = Path(tempfile.mkdtemp(prefix="crawler-faults-"))
     rabbitmq = RabbitmqProcess()
