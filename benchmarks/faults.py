@@ -114,28 +114,32 @@ def memcached_restart(services: Services, workers: WorkerProcesses) -> WorkerPro
 
 def redis_broker_restart(services: Services, workers: WorkerProcesses) -> WorkerProcesses:
     assert services.redis_broker is not None
-    services.redis_broker.shut_down()
-    time.sleep(2)
-    services.redis_broker.start()
+    restart(services.redis_broker, kill=False)
     return workers
 
 
 def redis_broker_kill_9(services: Services, workers: WorkerProcesses) -> WorkerProcesses:
-    assert services.redis_broker is not None and services.redis_broker.process is not None
-    services.redis_broker.process.kill()
-    services.redis_broker.process.wait()
-    services.redis_broker.process = None
-    time.sleep(2)
-    services.redis_broker.start()
+    assert services.redis_broker is not None
+    restart(services.redis_broker, kill=True)
     return workers
 
 
 def redis_store_restart(services: Services, workers: WorkerProcesses) -> WorkerProcesses:
     assert services.redis_store is not None
-    services.redis_store.shut_down()
-    time.sleep(2)
-    services.redis_store.start()
+    restart(services.redis_store, kill=False)
     return workers
+
+
+def restart(server: RedisProcess, *, kill: bool) -> None:
+    """Stop ``server`` (``kill -9``, or ``SHUTDOWN`` as an operator would) and start it
+    again 2 s later, from its append-only file."""
+    if kill and server.process is not None:
+        server.process.kill()
+        server.process.wait()
+        server.process = None
+    server.shut_down()
+    time.sleep(2)
+    server.start()
 
 
 def rabbitmq_restart(services: Services, workers: WorkerProcesses) -> WorkerProcesses:

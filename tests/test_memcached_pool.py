@@ -81,12 +81,17 @@ def test_a_crawl_over_two_memcached_servers_ends_when_one_is_killed(
     print(f"{twice} of {crawled_before} pages crawled before the kill were fetched again")
 
 
+def pool_of(servers: list[MemcachedProcess], timeout: float) -> ThreadMappedPool:
+    """A pool of ``servers`` whose calls and dead servers wait ``timeout`` seconds."""
+    return ThreadMappedPool(
+        Servers([s.servers for s in servers], timeout=timeout, dead_timeout=timeout)
+    )
+
+
 def test_a_dead_server_leaves_the_ring_and_is_tried_again_after_its_timeout() -> None:
     servers = [MemcachedProcess(), MemcachedProcess()]
     try:
-        pool = ThreadMappedPool(
-            Servers([s.servers for s in servers], timeout=0.5, dead_timeout=0.5)
-        )
+        pool = pool_of(servers, timeout=0.5)
         keys = [f"key-{i}" for i in range(200)]
         with pool.reserve() as client, client:
             assert client.add_multi(dict.fromkeys(keys, b"1"), time=60) == []
@@ -180,9 +185,7 @@ def test_a_server_that_hangs_stays_in_the_ring_and_keeps_its_keys() -> None:
     claims that contradict those the others took meanwhile."""
     servers = [MemcachedProcess(), MemcachedProcess()]
     try:
-        pool = ThreadMappedPool(
-            Servers([s.servers for s in servers], timeout=0.3, dead_timeout=0.3)
-        )
+        pool = pool_of(servers, timeout=0.3)
         keys = [f"key-{i}" for i in range(100)]
         with pool.reserve() as client, client:
             assert client.add_multi(dict.fromkeys(keys, b"1"), time=60) == []
