@@ -30,7 +30,7 @@ from pathlib import Path
 
 import urllib3
 
-from crawler.frontier.memcached_pool import client_of
+from crawler.stores.memcached import client_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.measuring import (

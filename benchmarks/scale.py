@@ -37,7 +37,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from crawler.frontier.memcached_pool import client_of
+from crawler.stores.memcached import client_of
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -51,8 +51,8 @@ from benchmarks.measuring.accounting import (  # noqa: E402
 from benchmarks.measuring.generated_site import serve, served, write_site  # noqa: E402
 from benchmarks.measuring.workers import start_workers  # noqa: E402
 from crawler.frontier import counters  # noqa: E402
-from crawler.frontier.redis_store import RedisStorePool  # noqa: E402
 from crawler.outcomes import ENDINGS  # noqa: E402
+from crawler.stores.redis import RedisStorePool  # noqa: E402
 from tests.support import MemcachedProcess, RedisProcess, clean_broker, free_port  # noqa: E402
 from tests.workers import environment, queued_messages  # noqa: E402
 

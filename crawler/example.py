@@ -42,15 +42,7 @@ from crawler.fetching.network_guard import check_hop
 from crawler.following import record_queue, records, seeder
 from crawler.following.bookkeeping import keep_books
 from crawler.following.records import Record, RecordFile
-from crawler.frontier import (
-    STORE_ERRORS,
-    StorePool,
-    claims,
-    memcached_pool,
-    politeness,
-    redis_store,
-)
-from crawler.frontier.memcached_pool import MemcachedBackend, MemcachedError
+from crawler.frontier import claims, politeness
 from crawler.frontier.scope import (
     child_arguments,
     links_to_follow,
@@ -64,12 +56,15 @@ from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions, http_url
 from crawler.outcomes import CANCELLED, DEFERRED, DISALLOWED, DUPLICATE, OVER_BUDGET
+from crawler.stores import STORE_ERRORS, StorePool, memcached
+from crawler.stores import redis as redis_stores
+from crawler.stores.memcached import MemcachedBackend, MemcachedError
 
 logger = logging.getLogger("example")
-memcache_pool: StorePool = memcached_pool.from_environment()  # MEMCACHED_SERVERS
+memcache_pool: StorePool = memcached.from_environment()  # MEMCACHED_SERVERS
 rate_limits_backend: RateLimiterBackend = MemcachedBackend(memcache_pool)
 if dedup_url() is not None:  # DEDUP_URL=redis://...: all of that in Redis instead
-    memcache_pool, rate_limits_backend = redis_store.stores(str(dedup_url()))
+    memcache_pool, rate_limits_backend = redis_stores.stores(str(dedup_url()))
 anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()

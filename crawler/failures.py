@@ -13,7 +13,7 @@ from dramatiq.middleware import CurrentMessage, Interrupt
 
 from crawler.brokers.send_back import BROKER_ERRORS
 from crawler.errors import PermanentError, TransientError, shown
-from crawler.frontier.memcached_pool import MemcachedError
+from crawler.stores.memcached import MemcachedError
 
 logger = logging.getLogger("example")
 #: Characters of a URL a failure's log line shows at most (a real URL rarely has 2,000).

@@ -1,7 +1,7 @@
 """``--local``: the same ``crawl`` actor in one process, with no services at all.
 
 Only the broker (Dramatiq's ``StubBroker`` with an in-process ``Worker``) and the
-dedup store (:class:`~crawler.frontier.memory_store.MemoryPool`) differ from a distributed
+dedup store (:class:`~crawler.stores.memory.MemoryPool`) differ from a distributed
 crawl; fetching, extraction, claims and failures are the very same code.
 """
 
@@ -23,8 +23,8 @@ from crawler.environment import Lifetimes
 from crawler.following.bookkeeping import keep_books
 from crawler.following.progress import Progress, ProgressLogHandler
 from crawler.following.records import Record, RecordFile
-from crawler.frontier.memory_store import MemoryPool
 from crawler.outcomes import WRITTEN
+from crawler.stores.memory import MemoryPool
 
 #: Milliseconds between progress redraws while waiting for the crawl to end.
 REFRESH_MS = 200

@@ -12,8 +12,8 @@ from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
 from crawler.following.bookkeeping import keep_books
-from crawler.frontier.memcached_pool import MemcachedClient
-from crawler.frontier.redis_store import RedisStorePool
+from crawler.stores.memcached import MemcachedClient
+from crawler.stores.redis import RedisStorePool
 from tests.site_server import SiteServer
 from tests.support import (
     MemcachedProcess,

@@ -32,7 +32,7 @@ from dramatiq.common import dq_name, xq_name
 
 from crawler.brokers import QUEUE
 from crawler.environment import rabbitmq_url
-from crawler.frontier.memcached_pool import MemcachedClient, client_of
+from crawler.stores.memcached import MemcachedClient, client_of
 from tests.workers import PROJECT_ROOT, WorkerProcesses
 
 TEST_REDIS_URL = os.getenv("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

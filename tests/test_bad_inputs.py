@@ -27,10 +27,10 @@ from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.fetching import bounded_fetch, new_session
 from crawler.frontier import politeness, scope
-from crawler.frontier.memory_store import MemoryClient
 from crawler.links.canonical import canonical_url
 from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions
+from crawler.stores.memory import MemoryClient
 from tests import faults
 from tests.site_server import Page, SiteServer, html
 from tests.support import read_records

@@ -13,7 +13,7 @@ from crawler.environment import Lifetimes
 from crawler.following.bookkeeping import settle
 from crawler.frontier import claims, counters
 from crawler.frontier.digests import owner_token
-from crawler.frontier.memory_store import MemoryClient
+from crawler.stores.memory import MemoryClient
 
 LIFETIMES = Lifetimes()
 URL = "http://127.0.0.1:1/page/0.html"

@@ -14,7 +14,7 @@ from crawler.environment import Lifetimes
 from crawler.errors import PermanentError, TransientError
 from crawler.frontier import claims, counters, journal
 from crawler.frontier.digests import owner_token, short_id, url_digest
-from crawler.frontier.redis_store import RedisStorePool
+from crawler.stores.redis import RedisStorePool
 
 URLS = [f"http://127.0.0.1:1/page/{i}.html" for i in range(5)]
 

@@ -12,7 +12,7 @@ from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
 from crawler.brokers import QUEUE
-from crawler.frontier.memcached_pool import MemcachedClient
+from crawler.stores.memcached import MemcachedClient
 from tests.site_server import Page, SiteServer, generate_site, html, page_path
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from crawler.frontier import claims, journal
 from crawler.frontier.digests import url_digest
-from crawler.frontier.memcached_pool import MemcachedClient
-from crawler.frontier.redis_store import RedisStorePool
+from crawler.stores.memcached import MemcachedClient
+from crawler.stores.redis import RedisStorePool
 from tests.site_server import SiteServer, html, page_path
 from tests.support import FAST_FAILURES, crawl_id_of
 from tests.workers import WorkerProcesses, environment, seed

@@ -11,7 +11,7 @@ from dramatiq.middleware.time_limit import TimeLimitExceeded
 from dramatiq.rate_limits import BucketRateLimiter, WindowRateLimiter
 from pymemcache.client import base
 
-from crawler.frontier.memcached_pool import (
+from crawler.stores.memcached import (
     MemcachedBackend,
     MemcachedClient,
     MemcachedError,

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 
-from crawler.frontier.memcached_pool import MemcachedClient
+from crawler.stores.memcached import MemcachedClient
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import (
     FAST_FAILURES,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import redis
 
-from crawler.frontier.memcached_pool import client_of
+from crawler.stores.memcached import client_of
 
 #: Clock ticks per second, the unit of the CPU times in ``/proc/<pid>/stat``.
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -12,7 +12,7 @@ from pathlib import Path
 import redis
 
 from benchmarks.measuring.accounting import children
-from crawler.frontier.memcached_pool import client_of
+from crawler.stores.memcached import client_of
 
 #: The project's root, the working directory of every process started here.
 ROOT = Path(__file__).resolve().parent.parent.parent

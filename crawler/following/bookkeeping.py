@@ -27,10 +27,11 @@ from dramatiq.middleware import CurrentMessage, Retries
 from crawler import metrics
 from crawler.environment import Lifetimes
 from crawler.following.records import Record, Recorder, kwargs_of
-from crawler.frontier import STORE_ERRORS, claims, counters
+from crawler.frontier import claims, counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
+from crawler.stores import STORE_ERRORS
 
 #: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
 #: seeder reads batches (:class:`crawler.following.record_queue.Batches`).

@@ -16,7 +16,7 @@ from crawler.following import dead_letters as dead_letter_queue
 from crawler.following import record_queue
 from crawler.following.progress import Progress
 from crawler.following.records import RecordFile, url_of
-from crawler.frontier import STORE_ERRORS, counters
+from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
 from crawler.outcomes import (
@@ -27,6 +27,7 @@ from crawler.outcomes import (
     eviction_warning,
     summary,
 )
+from crawler.stores import STORE_ERRORS
 
 #: Seconds each wait for records lasts before the counters are read again.
 POLL = 0.5

@@ -23,8 +23,9 @@ from crawler import metrics
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.fetching.bounded_fetch import fetch, read_body
-from crawler.frontier import StorePool, counters
+from crawler.frontier import counters
 from crawler.options import CrawlOptions
+from crawler.stores import StorePool
 
 logger = logging.getLogger("example")
 
