@@ -77,6 +77,9 @@ class Run:
     never_fetched: int
     missing_from_output: int
     fetched_twice: int
+    #: Pages fetched before the fault, and what the README promises of second fetches.
+    crawled_before: int
+    within_promise: bool
     given_up: int
     seconds: float
     last_line: str
@@ -233,6 +236,7 @@ def run(
         )
         try:
             workers.wait_until(lambda: workers.count("Done crawling") >= pages // 4, timeout=120)
+            crawled_before = workers.count("Done crawling")
             workers = FAULTS[fault](services, workers)
             left: dict[str, int] | None = None
             try:
@@ -261,6 +265,8 @@ def run(
         never_fetched=pages - len(counts),
         missing_from_output=len(every_page - recorded),
         fetched_twice=sum(n > 1 for n in counts.values()),
+        crawled_before=crawled_before,
+        within_promise=sum(n - 1 for n in counts.values()) <= promised(fault, crawled_before),
         given_up=workers.count("Giving up on URL"),
         seconds=round(time.monotonic() - started, 1),
         last_line=(stderr.strip().splitlines() or [""])[-1][:200],
@@ -299,6 +305,19 @@ def queue_size(connection: pika.BlockingConnection, queue: str) -> int:
         return -1
 
 
+#: Pages a worker group has in hand at once, and the links each sends again when redone.
+IN_HAND = PROCESSES * THREADS * (1 + 10)
+
+
+def promised(fault: str, crawled_before: int) -> int:
+    """The most second fetches the README promises for ``fault``: the pages in hand (and
+    the links they send again); for Memcached, each page crawled before it loses its
+    claim, once more."""
+    if fault.startswith("memcached"):
+        return crawled_before + IN_HAND
+    return IN_HAND
+
+
 def summary(runs: list[Run]) -> dict[str, int]:
     """One fault's figures over its runs."""
     twice = [r.fetched_twice for r in runs]
@@ -310,6 +329,7 @@ def summary(runs: list[Run]) -> dict[str, int]:
         "fetched_twice": sum(twice),
         "most_twice_in_a_run": max(twice, default=0),
         "given_up": sum(r.given_up for r in runs),
+        "over_promise": sum(not r.within_promise for r in runs),
     }
 
 
@@ -326,17 +346,19 @@ COLUMNS = {
     "fetched_twice": 7,
     "most_twice_in_a_run": 9,
     "given_up": 8,
+    "over_promise": 6,
 }
 
 
 HEADER = (
     f"{'fault':22} {'runs':>5} {'ended':>6} {'lost':>6} {'missing':>8} {'twice':>7}"
-    f" {'most/run':>9} {'given up':>8}"
+    f" {'most/run':>9} {'given up':>8} {'over':>6}"
 )
 LEGEND = (
     "ended: --wait exited 0 by itself; lost: pages never fetched; missing: pages fetched"
     " but not in --output;\ntwice: pages fetched twice (in all, and most in one run);"
-    " given up: URLs dead-lettered."
+    " given up: URLs dead-lettered;\nover: runs with more second fetches than the README"
+    " promises (the pages in hand and their links; for Memcached, the pages crawled before)."
 )
 
 
@@ -368,6 +390,7 @@ def main() -> int:
                     print(json.dumps(asdict(outcome)), flush=True)
                 failed |= not outcome.ended or outcome.wait_exit != 0
                 failed |= bool(outcome.never_fetched or outcome.missing_from_output)
+                failed |= not outcome.within_promise
             figures[fault] = summary(runs)
             lines.append(line(fault, figures[fault]))
             print(lines[-1], file=sys.stderr, flush=True)

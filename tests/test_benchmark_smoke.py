@@ -164,3 +164,4 @@ def test_fault_loops_smoke_run_loses_nothing_through_three_faults(tmp_path: Path
     for fault in faults:
         assert figures[fault]["runs"] == figures[fault]["ended"] == 1, figures
         assert figures[fault]["never_fetched"] == figures[fault]["missing_from_output"] == 0
+        assert figures[fault]["over_promise"] == 0
