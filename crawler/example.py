@@ -22,7 +22,7 @@ import redis
 import requests
 from dramatiq.rate_limits import RateLimiterBackend
 
-from crawler import local_mode, messages, options
+from crawler import local_mode, messages, options, records
 from crawler.archiving import warc
 from crawler.brokers import BROKER_ERRORS, QUEUE, SendBack, make_broker
 from crawler.environment import (
@@ -39,9 +39,8 @@ from crawler.errors import PermanentError
 from crawler.failures import reports_failures
 from crawler.fetching import fetch, is_html, new_session, read_body
 from crawler.fetching.network_guard import check_hop
-from crawler.following import record_queue, records, seeder
+from crawler.following import record_queue, seeder
 from crawler.following.bookkeeping import keep_books
-from crawler.following.records import Record, RecordFile
 from crawler.frontier import claims, politeness
 from crawler.frontier.scope import (
     child_arguments,
@@ -56,6 +55,7 @@ from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions, http_url
 from crawler.outcomes import CANCELLED, DEFERRED, DISALLOWED, DUPLICATE, OVER_BUDGET
+from crawler.records import Record, RecordFile
 from crawler.stores import STORE_ERRORS, StorePool, memcached
 from crawler.stores import redis as redis_stores
 from crawler.stores.memcached import MemcachedBackend, MemcachedError

@@ -11,7 +11,7 @@ import dramatiq
 import redis
 from dramatiq.middleware import CurrentMessage, Interrupt
 
-from crawler.brokers.send_back import BROKER_ERRORS
+from crawler.brokers.returning import BROKER_ERRORS
 from crawler.errors import PermanentError, TransientError, shown
 from crawler.stores.memcached import MemcachedError
 

@@ -22,8 +22,8 @@ from dramatiq.rate_limits.backends import StubBackend
 from crawler.environment import Lifetimes
 from crawler.following.bookkeeping import keep_books
 from crawler.following.progress import Progress, ProgressLogHandler
-from crawler.following.records import Record, RecordFile
 from crawler.outcomes import WRITTEN
+from crawler.records import Record, RecordFile
 from crawler.stores.memory import MemoryPool
 
 #: Milliseconds between progress redraws while waiting for the crawl to end.

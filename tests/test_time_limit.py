@@ -9,7 +9,8 @@ import dramatiq
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import Middleware, TimeLimit
 
-from crawler.brokers.send_back import SendBack, TimeLimitOver, middleware
+from crawler.brokers.returning import middleware
+from crawler.middleware import SendBack, TimeLimitOver
 
 
 class SlowFollowUp(Middleware):

@@ -7,8 +7,9 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage, TimeLimit
 from dramatiq.middleware.prometheus import Prometheus
 
-from crawler.brokers.send_back import BROKER_ERRORS, SendBack, TimeLimitOver
+from crawler.brokers.returning import BROKER_ERRORS
 from crawler.environment import number, publish_confirms, rabbitmq_url, redis_url, uses_redis
+from crawler.middleware import SendBack, TimeLimitOver
 
 __all__ = ["BROKER_ERRORS", "QUEUE", "SendBack", "make_broker"]
 

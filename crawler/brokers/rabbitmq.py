@@ -9,7 +9,8 @@ import pika.exceptions
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.common import dq_name
 
-from crawler.brokers.send_back import ReturningConsumer, SendBack, middleware
+from crawler.brokers.returning import ReturningConsumer, middleware
+from crawler.middleware import SendBack
 
 logger = logging.getLogger("example")
 

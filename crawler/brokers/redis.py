@@ -9,7 +9,8 @@ from typing import Any
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from crawler.brokers.send_back import ReturningConsumer, SendBack, middleware
+from crawler.brokers.returning import ReturningConsumer, middleware
+from crawler.middleware import SendBack
 
 
 class PromptRedisBroker(RedisBroker):

@@ -26,11 +26,12 @@ from dramatiq.middleware import CurrentMessage, Retries
 
 from crawler import metrics
 from crawler.environment import Lifetimes
-from crawler.following.records import Record, Recorder, kwargs_of
 from crawler.frontier import claims, counters
 from crawler.frontier.keep_alive import KeepAlive
+from crawler.middleware import Recorder
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
+from crawler.records import Record, kwargs_of
 from crawler.stores import STORE_ERRORS
 
 #: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
@@ -113,7 +114,7 @@ def settle(
     on_unsent: Unsent | None = None,
     patience: float = 0.0,
 ) -> Callable[[Record, Any], None]:
-    """The :class:`~crawler.following.records.Recorder` callback for a crawl's bookkeeping.
+    """The :class:`~crawler.records.Recorder` callback for a crawl's bookkeeping.
 
     Parameters:
       pool(Any): The dedup store's pool (Memcached, or memory in --local).

@@ -21,9 +21,9 @@ from dramatiq.common import q_name, xq_name
 
 from crawler.environment import Lifetimes
 from crawler.errors import InvalidMessage
-from crawler.following.records import kwargs_of, url_of
 from crawler.frontier import claims, counters
 from crawler.messages import check_call
+from crawler.records import kwargs_of, url_of
 
 #: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
 #: the bare ``crawl(url)`` messages of upstream, which belong to none.

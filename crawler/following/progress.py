@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from typing import TextIO
 
-from crawler.following.records import Record
 from crawler.outcomes import (
     CRAWLED,
     FAILED,
@@ -19,6 +18,7 @@ from crawler.outcomes import (
     fetched,
     summary,
 )
+from crawler.records import Record
 
 #: Seconds between plain progress lines when the output is not a terminal.
 LINE_INTERVAL = 5.0

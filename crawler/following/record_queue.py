@@ -6,7 +6,7 @@ outright leaves it for :data:`READER_GONE_MS` at most, after which workers stop
 publishing into it (RabbitMQ deletes an unused queue; on Redis the seeder's
 presence key expires).  Both ends ride out broker restarts: a worker's record
 that cannot be published (on RabbitMQ: confirmed) sends its message back (see
-:mod:`crawler.brokers.send_back`),
+:mod:`crawler.brokers.returning`),
 and the seeder reconnects.  A worker's threads send the records that end together
 as one message (:class:`Batches`); the seeder reads a message of one record too.
 """
@@ -26,8 +26,8 @@ import pika.exceptions
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.errors import ConnectionClosed
 
-from crawler.brokers.send_back import PUBLISH_ATTEMPTS
-from crawler.following.records import Record
+from crawler.brokers.returning import PUBLISH_ATTEMPTS
+from crawler.records import Record
 
 #: How long the records of a crawl are kept once no seeder reads them (killed, or
 #: cut off by an outage longer than this).

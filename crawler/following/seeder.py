@@ -10,12 +10,11 @@ from typing import Any
 
 import dramatiq
 
-from crawler.brokers.send_back import BROKER_ERRORS
+from crawler.brokers.returning import BROKER_ERRORS
 from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
 from crawler.following import dead_letters as dead_letter_queue
 from crawler.following import record_queue
 from crawler.following.progress import Progress
-from crawler.following.records import RecordFile, url_of
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
@@ -27,6 +26,7 @@ from crawler.outcomes import (
     eviction_warning,
     summary,
 )
+from crawler.records import RecordFile, url_of
 from crawler.stores import STORE_ERRORS
 
 #: Seconds each wait for records lasts before the counters are read again.
