@@ -39,8 +39,6 @@ from crawler.errors import PermanentError
 from crawler.failures import reports_failures
 from crawler.fetching import fetch, is_html, new_session, read_body
 from crawler.fetching.network_guard import check_hop
-from crawler.following import record_queue, seeder
-from crawler.following.bookkeeping import keep_books
 from crawler.frontier import claims, politeness
 from crawler.frontier.scope import (
     child_arguments,
@@ -59,6 +57,8 @@ from crawler.records import Record, RecordFile
 from crawler.stores import STORE_ERRORS, StorePool, memcached
 from crawler.stores import redis as redis_stores
 from crawler.stores.memcached import MemcachedBackend, MemcachedError
+from crawler.tracking import record_queue, seeder
+from crawler.tracking.bookkeeping import keep_books
 
 logger = logging.getLogger("example")
 memcache_pool: StorePool = memcached.from_environment()  # MEMCACHED_SERVERS

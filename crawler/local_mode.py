@@ -20,11 +20,11 @@ from dramatiq.errors import QueueJoinTimeout
 from dramatiq.rate_limits.backends import StubBackend
 
 from crawler.environment import Lifetimes
-from crawler.following.bookkeeping import keep_books
-from crawler.following.progress import Progress, ProgressLogHandler
 from crawler.outcomes import WRITTEN
 from crawler.records import Record, RecordFile
 from crawler.stores.memory import MemoryPool
+from crawler.tracking.bookkeeping import keep_books
+from crawler.tracking.progress import Progress, ProgressLogHandler
 
 #: Milliseconds between progress redraws while waiting for the crawl to end.
 REFRESH_MS = 200

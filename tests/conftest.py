@@ -11,9 +11,9 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
-from crawler.following.bookkeeping import keep_books
 from crawler.stores.memcached import MemcachedClient
 from crawler.stores.redis import RedisStorePool
+from crawler.tracking.bookkeeping import keep_books
 from tests.site_server import SiteServer
 from tests.support import (
     MemcachedProcess,

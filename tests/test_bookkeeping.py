@@ -10,10 +10,10 @@ import pytest
 import redis
 
 from crawler.environment import Lifetimes
-from crawler.following.bookkeeping import settle
 from crawler.frontier import claims, counters
 from crawler.frontier.digests import owner_token
 from crawler.stores.memory import MemoryClient
+from crawler.tracking.bookkeeping import settle
 
 LIFETIMES = Lifetimes()
 URL = "http://127.0.0.1:1/page/0.html"

@@ -15,8 +15,8 @@ import pytest
 
 from crawler import example
 from crawler.brokers import make_broker
-from crawler.following import record_queue, seeder
 from crawler.frontier.keep_alive import KeepAlive
+from crawler.tracking import record_queue, seeder
 from tests.site_server import SiteServer, generate_site, html, page_path
 from tests.support import (
     FAST_FAILURES,

@@ -22,10 +22,10 @@ from dramatiq.brokers.stub import StubBroker
 from crawler import example, messages, options
 from crawler.archiving.warc import WarcFiles
 from crawler.errors import InvalidMessage
-from crawler.following.bookkeeping import settle
 from crawler.frontier import claims, counters
 from crawler.local_mode import memory_stores
 from crawler.options import RULES, CrawlOptions
+from crawler.tracking.bookkeeping import settle
 from tests.site_server import SiteServer, html
 from tests.support import FAST_FAILURES
 from tests.workers import PROJECT_ROOT, WorkerProcesses, dead_letters, environment, seed

@@ -12,9 +12,6 @@ import dramatiq
 
 from crawler.brokers.returning import BROKER_ERRORS
 from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
-from crawler.following import dead_letters as dead_letter_queue
-from crawler.following import record_queue
-from crawler.following.progress import Progress
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.options import CrawlOptions
@@ -28,6 +25,9 @@ from crawler.outcomes import (
 )
 from crawler.records import RecordFile, url_of
 from crawler.stores import STORE_ERRORS
+from crawler.tracking import dead_letters as dead_letter_queue
+from crawler.tracking import record_queue
+from crawler.tracking.progress import Progress
 
 #: Seconds each wait for records lasts before the counters are read again.
 POLL = 0.5

@@ -35,7 +35,7 @@ from crawler.records import Record, kwargs_of
 from crawler.stores import STORE_ERRORS
 
 #: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
-#: seeder reads batches (:class:`crawler.following.record_queue.Batches`).
+#: seeder reads batches (:class:`crawler.tracking.record_queue.Batches`).
 Publish = Callable[[str, Record, bool], None]
 #: Called with each record and its message, before the bookkeeping.
 OnRecord = Callable[[Record, Any], None]
