@@ -7,18 +7,15 @@ crawl; fetching, extraction, claims and failures are the very same code.
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
-import queue
 import signal
 from typing import Any
 
 import dramatiq
-from dramatiq.brokers.stub import StubBroker
 from dramatiq.errors import QueueJoinTimeout
 from dramatiq.rate_limits.backends import StubBackend
 
+from crawler.brokers.local import PriorityStubBroker
 from crawler.environment import Lifetimes
 from crawler.outcomes import WRITTEN
 from crawler.records import Record, RecordFile
@@ -82,32 +79,6 @@ def run(
     if interrupted:
         return 130
     return 1 if progress.failures else 0
-
-
-class PriorityStubBroker(StubBroker):
-    """Dramatiq's ``StubBroker``, its queues handing out the message of highest
-    ``broker_priority`` first (``--breadth-first``), as RabbitMQ's do; then in order."""
-
-    def declare_queue(self, queue_name: str) -> None:
-        if queue_name not in self.queues:
-            super().declare_queue(queue_name)
-            self.queues[queue_name] = _Priorities()
-
-
-class _Priorities(queue.PriorityQueue):  # type: ignore[type-arg]
-    """Encoded messages, by priority, then in the order they came."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._order = itertools.count()
-
-    def put(self, item: bytes, block: bool = True, timeout: float | None = None) -> None:
-        priority = json.loads(item)["options"].get("broker_priority") or 0
-        super().put((-priority, next(self._order), item), block, timeout)
-
-    def get(self, block: bool = True, timeout: float | None = None) -> bytes:
-        item: bytes = super().get(block, timeout)[2]
-        return item
 
 
 def memory_stores() -> tuple[MemoryPool, StubBackend]:
