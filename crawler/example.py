@@ -22,9 +22,10 @@ import redis
 import requests
 from dramatiq.rate_limits import RateLimiterBackend
 
-from crawler import local_mode, messages, options, records
+from crawler import command_line, local_mode, messages, records
 from crawler.archiving import warc
 from crawler.brokers import BROKER_ERRORS, QUEUE, SendBack, make_broker
+from crawler.command_line import http_url
 from crawler.environment import (
     broker_address,
     dedup_store_name,
@@ -51,7 +52,7 @@ from crawler.frontier.scope import (
 from crawler.links import sitemaps
 from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
-from crawler.options import CrawlOptions, http_url
+from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DEFERRED, DISALLOWED, DUPLICATE, OVER_BUDGET
 from crawler.records import Record, RecordFile
 from crawler.stores import STORE_ERRORS, StorePool, memcached
@@ -354,14 +355,14 @@ def main(args: list[str]) -> int:
         description="Seed a crawl: enqueue URLs for the workers, or crawl them right here.",
     )
     parser.add_argument("urls", metavar="url", nargs="*", type=http_url, help="an http(s) URL")
-    options.add_arguments(parser)
+    command_line.add_arguments(parser)
     watching = parser.add_argument_group("following a crawl of workers")
     watching.add_argument(
         "--wait", action="store_true", help="show the crawl's progress until it is finished"
     )
     watching.add_argument(
         "--crawl-id",
-        type=options.crawl_id,
+        type=command_line.crawl_id,
         metavar="CRAWL_ID",
         help="add the URLs to this crawl (its claims, counters and budget), not a new one",
     )
@@ -386,7 +387,7 @@ def main(args: list[str]) -> int:
         "--local", action="store_true", help="crawl in this process until nothing is left"
     )
     local_options.add_argument(
-        "--threads", type=options.positive_int, help="fetching threads (default 8)"
+        "--threads", type=command_line.positive_int, help="fetching threads (default 8)"
     )
     parser.add_argument(
         "--output", type=Path, help="with --local or --wait: one JSON line per crawled URL"
@@ -411,7 +412,7 @@ def main(args: list[str]) -> int:
     if not arguments.urls:
         parser.error("give at least one URL to crawl (or --status CRAWL_ID)")
     try:
-        crawl_options = options.from_arguments(
+        crawl_options = command_line.from_arguments(
             arguments,
             arguments.urls,
             local=arguments.local,

@@ -1,0 +1,260 @@
+"""The crawl options on the command line: argparse's arguments and types, each type
+checking its value by the very rule a message's option meets on a worker
+(:data:`crawler.options.RULES`), said as a usage error."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from crawler.errors import InvalidMessage
+from crawler.links.sites import site_of
+from crawler.options import (
+    ABOVE_ZERO,
+    DEFAULT_USER_AGENT,
+    DIRECTORY,
+    HEADER_VALUE,
+    PER_HOST,
+    RATE,
+    WHOLE,
+    CrawlOptions,
+    Rule,
+    canonical_http_url,
+    host_name,
+    regular_expression,
+)
+
+T = TypeVar("T")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The crawl options, the same for ``--local`` and for seeding workers."""
+    group = parser.add_argument_group("crawl options (all off by default: upstream behaviour)")
+    group.add_argument(
+        "--follow-relative",
+        action="store_true",
+        help="find links with an HTML tokenizer, relative ones included",
+    )
+    group.add_argument(
+        "--same-domain", action="store_true", help="stay on the hosts of the seed URLs"
+    )
+    group.add_argument(
+        "--same-site",
+        action="store_true",
+        help="stay on the seeds' sites: their registrable domains (eTLD+1) and all their hosts",
+    )
+    group.add_argument(
+        "--allow-domain",
+        action="append",
+        default=[],
+        type=domain_name,
+        metavar="DOMAIN",
+        help="also follow links to DOMAIN and its subdomains (repeatable)",
+    )
+    group.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        type=pattern,
+        metavar="REGEX",
+        help="follow only links REGEX matches (anywhere in the URL; repeatable: any of them)",
+    )
+    group.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        type=pattern,
+        metavar="REGEX",
+        help="never follow links REGEX matches (repeatable)",
+    )
+    group.add_argument("--max-depth", type=whole_number, metavar="N", help="seeds are depth 0")
+    group.add_argument("--max-pages", type=positive_int, metavar="N", help="fetch N pages at most")
+    group.add_argument(
+        "--max-pages-per-host",
+        type=positive_int,
+        metavar="N",
+        help="fetch N pages of each host at most",
+    )
+    group.add_argument(
+        "--sitemaps",
+        action="store_true",
+        help="also seed from the seeds' sitemaps (robots.txt's Sitemap: lines, else /sitemap.xml)",
+    )
+    group.add_argument(
+        "--breadth-first",
+        action="store_true",
+        help="fetch shallow pages before deeper ones (RabbitMQ message priorities)",
+    )
+    group.add_argument(
+        "--obey-robots", action="store_true", help="honour robots.txt and its Crawl-delay"
+    )
+    group.add_argument(
+        "--max-rate",
+        type=rate,
+        metavar="R",
+        help="R requests per second per host at most, across all workers",
+    )
+    group.add_argument(
+        "--max-per-host",
+        type=per_host,
+        metavar="N",
+        help="N fetches in flight per host at most, across all workers",
+    )
+    group.add_argument(
+        "--user-agent", type=user_agent, default=DEFAULT_USER_AGENT, help="the User-Agent header"
+    )
+    group.add_argument(
+        "--warc",
+        metavar="DIR",
+        help="keep every response in WARC files in DIR (with workers: DIR under their"
+        " CRAWLER_WARC_DIR)",
+    )
+
+
+def from_arguments(
+    arguments: argparse.Namespace,
+    seeds: list[str],
+    *,
+    local: bool = False,
+    collect_records: bool = False,
+    records_without_links: bool = False,
+) -> CrawlOptions:
+    """The options a seeding chose, under a new crawl id or the one ``--crawl-id`` names,
+    checked as workers check a message's (a usage error, ``ArgumentTypeError``, if not).
+
+    ``local``: the crawl runs in this process (``--local``), so ``--warc`` names a
+    directory here, made if missing; else one under the workers' ``CRAWLER_WARC_DIR``.
+    """
+    warc = arguments.warc
+    if warc is not None:
+        warc = warc_directory(warc) if local else warc_name(warc)
+    domains = [domain.lower().strip(".") for domain in arguments.allow_domain]
+    if arguments.same_domain:
+        domains += [(urlsplit(url).hostname or "").lower() for url in seeds]
+    sites = [site_of(urlsplit(url).hostname or "") for url in seeds] if arguments.same_site else []
+    options = CrawlOptions(
+        follow_relative=arguments.follow_relative,
+        allowed_domains=tuple(dict.fromkeys(domains)),
+        max_depth=arguments.max_depth,
+        max_pages=arguments.max_pages,
+        obey_robots=arguments.obey_robots,
+        max_rate=arguments.max_rate,
+        user_agent=arguments.user_agent,
+        include=tuple(arguments.include),
+        exclude=tuple(arguments.exclude),
+        allowed_sites=tuple(dict.fromkeys(sites)),
+        max_per_host=arguments.max_per_host,
+        max_pages_per_host=arguments.max_pages_per_host,
+        sitemaps=arguments.sitemaps,
+        breadth_first=arguments.breadth_first,
+        warc=warc,
+        collect_records=collect_records,
+        batched_records=collect_records,
+        records_without_links=records_without_links,
+        crawl_id=getattr(arguments, "crawl_id", None) or uuid.uuid4().hex,
+    )
+    try:  # what workers will check: the same code, so the seeder never sends what they refuse
+        CrawlOptions.from_message(options.to_message())
+    except InvalidMessage as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    return options
+
+
+def crawl_id(value: str) -> str:
+    """An ``argparse`` type: a crawl id as the seeder prints it (32 hex digits)."""
+    if not re.fullmatch(r"[0-9a-f]{32}", value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a crawl id (32 hex digits)")
+    return value
+
+
+def whole_number(value: str) -> int:
+    """An ``argparse`` type: a whole number (``max_depth``'s rule)."""
+    return _parsed(value, _digits(value), WHOLE)
+
+
+def positive_int(value: str) -> int:
+    """An ``argparse`` type: a whole number above zero (``max_pages``' rule)."""
+    return _parsed(value, _digits(value), ABOVE_ZERO)
+
+
+def rate(value: str) -> float:
+    """An ``argparse`` type: ``--max-rate``'s number (``nan``, ``inf`` and ``1e309``,
+    which float() takes, would fail every page of the crawl)."""
+    try:
+        number: float | None = float(value)
+    except ValueError:
+        number = None
+    return _parsed(value, number, RATE)
+
+
+def per_host(value: str) -> int:
+    """An ``argparse`` type: ``--max-per-host``'s number."""
+    return _parsed(value, _digits(value), PER_HOST)
+
+
+def domain_name(value: str) -> str:
+    """An ``argparse`` type: a host name or IP address (:func:`host_name`)."""
+    try:
+        return host_name(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a domain name") from e
+
+
+def pattern(value: str) -> str:
+    """An ``argparse`` type: a regular expression RE2 compiles."""
+    return _parsed(value, value, Rule("a regular expression", regular_expression))
+
+
+def user_agent(value: str) -> str:
+    """An ``argparse`` type: a header value (:func:`header_value`)."""
+    return _parsed(value, value, HEADER_VALUE)
+
+
+def warc_name(value: str) -> str:
+    """An ``argparse`` type: ``--warc``'s directory, as a message may carry it (with
+    workers, it lands under their ``CRAWLER_WARC_DIR``)."""
+    return _parsed(value, value, DIRECTORY)
+
+
+def _digits(value: str) -> int | None:
+    return int(value) if value.isascii() and value.isdigit() else None
+
+
+def _parsed(text: str, value: Any, rule: Rule[T]) -> T:
+    """``text`` from the command line, parsed as ``value``, checked by ``rule``: the
+    check a message's option meets, said as a usage error."""
+    try:
+        return rule.check(value)
+    except ValueError as e:
+        detail = f": {e}" if str(e) else ""
+        raise argparse.ArgumentTypeError(f"{text!r} is not {rule.must_be}{detail}") from e
+
+
+def warc_directory(value: str) -> str:
+    """``--local``'s ``--warc``: a directory of this machine to write WARC files in,
+    made if missing, as an absolute path without ``..``; or ``ArgumentTypeError``."""
+    directory = Path(os.path.abspath(Path(value).expanduser()))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "permission denied")
+    except OSError as e:
+        raise argparse.ArgumentTypeError(
+            f"cannot write WARC files in {value!r}: {e.strerror or e}"
+        ) from e
+    return str(directory)
+
+
+def http_url(value: str) -> str:
+    """An ``argparse`` type: an absolute http(s) URL, in its canonical form
+    (:func:`canonical_http_url`)."""
+    try:
+        return canonical_http_url(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{value!r} {e}") from e
