@@ -83,8 +83,10 @@ class Run:
     given_up: int
     seconds: float
     last_line: str
-    #: For a run that hung or lost something: what the broker held at the end.
+    #: For a run that hung or lost something: what the broker held at the end, and
+    #: the workers' log lines that name a page never fetched.
     left_on_broker: dict[str, int] | None = None
+    about_lost_pages: list[str] | None = None
 
 
 @dataclass
@@ -256,6 +258,15 @@ def run(
             if workers.stop() != 0:
                 workers.kill()
     counts = site.fetch_counts()
+    lost = [site.url(page_path(i)) for i in range(pages) if page_path(i) not in counts]
+    # ... and the pages that link to them: how their links were claimed and sent.
+    parents = [
+        site.url(path)
+        for path, page in site.pages.items()
+        if any(f'href="{url}"'.encode() in page.body for url in lost)
+    ]
+    named = [repr(url) for url in lost + parents]
+    about_lost = [line for line in workers.lines if any(url in line for url in named)]
     every_page = {site.url(page_path(i)) for i in range(pages)}
     recorded = {str(r["url"]) for r in read_records(output)} if output.exists() else set()
     return Run(
@@ -271,6 +282,7 @@ def run(
         seconds=round(time.monotonic() - started, 1),
         last_line=(stderr.strip().splitlines() or [""])[-1][:200],
         left_on_broker=left,
+        about_lost_pages=[f"lost: {', '.join(lost)}", *about_lost[:60]] if lost else None,
     )
 
 
