@@ -124,7 +124,7 @@ def crawl(
     keeper = keeper_of(message, crawl_options, options)  # --warc: every response kept
     with memcache_pool.reserve() as client:
         claimed = claims.claim_name(url, sitemap)  # the URL (a sitemap's: marked as one)
-        added = claims.claim(client, claimed, message.message_id, crawl_options.crawl_id, lifetimes)
+        added = claims.claim_message(client, message, claimed, crawl_options.crawl_id, lifetimes)
         if added == claims.CANCELLED:
             logger.warning("Skipping URL %r since its crawl was cancelled.", url)
             return records.skipped_record(url, CANCELLED)

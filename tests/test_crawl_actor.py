@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
+from typing import Any
 
 import dramatiq
 import pytest
@@ -12,6 +14,9 @@ from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
 from crawler.brokers import QUEUE
+from crawler.frontier import claims
+from crawler.frontier.digests import owner_token
+from crawler.options import CrawlOptions
 from crawler.stores.memcached import MemcachedClient
 from tests.site_server import Page, SiteServer, generate_site, html, page_path
 
@@ -121,3 +126,34 @@ def test_worker_crawls_a_whole_site_once_through_the_stub_broker(
     stub_worker.join()
 
     assert site.fetch_counts() == {page_path(i): 1 for i in range(40)}
+
+
+def test_a_retry_whose_url_another_message_took_still_sends_the_links_it_claimed_before(
+    site: SiteServer,
+    stub_broker: StubBroker,
+    stub_worker: dramatiq.Worker,
+    memcached: MemcachedClient,
+) -> None:
+    """A message's first attempt claimed its page's link, then failed before sending it;
+    its own claim was lost since (a Memcached server died) and another message took its
+    URL, crawled the page and found the link claimed.  The retry must send that link:
+    no other message will, and its URL would never be crawled."""
+    crawl_id, parent_id = uuid.uuid4().hex, "parent-retried"
+    site.pages["/parent.html"] = html(site.url("/child.html"))
+    site.pages["/child.html"] = html()
+    parent, child = site.url("/parent.html"), site.url("/child.html")
+    child_claim = owner_token(claims.child_message_id(parent_id, child))
+    assert memcached.add(claims.url_hash(child, crawl_id), child_claim, time=60)
+    taken = claims.claim(memcached, parent, "another-message", crawl_id, example.lifetimes)
+    assert taken == claims.OWNED
+    options = CrawlOptions(crawl_id=crawl_id).to_message()
+    retry: Message[Any] = Message(
+        queue_name=QUEUE, actor_name="crawl", args=(parent,), kwargs={"options": options},
+        options={"retries": 1}, message_id=parent_id,
+    )  # fmt: skip
+
+    stub_broker.enqueue(retry)
+    stub_broker.join(QUEUE, fail_fast=True)
+    stub_worker.join()
+
+    assert site.fetch_counts() == {"/parent.html": 1, "/child.html": 1}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -35,6 +36,7 @@ from crawler.errors import PermanentError, TransientError
 from crawler.frontier import counters, journal
 from crawler.frontier.digests import owner_token, short_id, url_digest
 
+logger = logging.getLogger("example")
 #: How long a claim of a bare ``crawl(url)`` message lasts, in seconds; as upstream, the
 #: URL may be crawled again after it.
 CLAIM_TTL = 3600
@@ -214,6 +216,45 @@ def bound_deliveries(
             f"delivered {deliveries} times without finishing; a worker may be dying on it"
         )
     return deliveries == 1 and retries == 0 and deferrals == 0 and replays == 0
+
+
+def may_have_unsent_links(
+    client: Any, message: dramatiq.Message[Any], url: str, crawl_id: str | None
+) -> bool:
+    """Whether an earlier delivery of ``message``, whose ``url`` is taken, may have
+    claimed links it never sent (it failed, or its worker died, between claiming them
+    and sending them): a retry, a replay or a redelivery (RabbitMQ says so; on Redis the
+    attempt's delivery count, kept until the attempt ends, shows it) that did not finish
+    the URL itself.
+
+    Such a message whose URL is another message's now (its own claim was evicted or
+    lost with a Memcached server, and another parent claimed the URL afresh) must crawl
+    it all the same: the links it claimed hold its children's claims, which no other
+    message sends, and which would otherwise keep their URLs out of the crawl.
+    """
+    retried = message.options.get("retries", 0) or message.options.get("replays", 0)
+    redelivered = getattr(message, "redelivered", None)
+    if not retried and redelivered is False:
+        return False
+    if not retried and redelivered is None and client.get(_deliveries_key(message)) is None:
+        return False
+    return bool(client.get(url_hash(url, crawl_id)) != DONE + owner_token(message.message_id))
+
+
+def claim_message(
+    client: Any,
+    message: dramatiq.Message[Any],
+    url: str,
+    crawl_id: str | None,
+    lifetimes: Lifetimes,
+) -> str:
+    """:func:`claim` for ``message``; a URL taken from under a message that may have
+    claimed links it never sent (:func:`may_have_unsent_links`) is its to crawl again."""
+    verdict = claim(client, url, message.message_id, crawl_id, lifetimes)
+    if verdict == TAKEN and may_have_unsent_links(client, message, url, crawl_id):
+        logger.info("URL %r is another message's now; crawling it again to send its links.", url)
+        return OWNED
+    return verdict
 
 
 def _deliveries_key(message: dramatiq.Message[Any]) -> str:
