@@ -360,18 +360,29 @@ def send_claimed(
         if crawl_id is not None and unjournaled:
             entries = {digests[keys[key]]: mine for key, mine in unjournaled.items()}
             journal.write(client, crawl_id, entries, lifetimes.grace)
-    sent = []
     options = {} if priority is None else {"broker_priority": priority}
-    for key, name in keys.items():
-        if key in to_send:
-            message: dramatiq.Message[Any] = dramatiq.Message(
-                queue_name=actor.queue_name,
-                actor_name=actor.actor_name,
-                args=(names[name],),
-                kwargs=kwargs,
-                options=dict(options),
-                message_id=children[key],
-            )
-            actor.broker.enqueue(message)
-            sent.append(children[key])
-    return sent
+    messages: list[dramatiq.Message[Any]] = [
+        dramatiq.Message(
+            queue_name=actor.queue_name,
+            actor_name=actor.actor_name,
+            args=(names[name],),
+            kwargs=kwargs,
+            options=dict(options),
+            message_id=children[key],
+        )
+        for key, name in keys.items()
+        if key in to_send
+    ]
+    enqueue_all(actor.broker, messages)
+    return [message.message_id for message in messages]
+
+
+def enqueue_all(broker: dramatiq.Broker, messages: list[dramatiq.Message[Any]]) -> None:
+    """Put ``messages`` on the broker, returning once it holds them all: RabbitMQ's
+    broker publishes them as one transaction (``enqueue_all``), Redis's answers each."""
+    together = getattr(broker, "enqueue_all", None)
+    if together is not None:
+        together(messages)
+        return
+    for message in messages:
+        broker.enqueue(message)
