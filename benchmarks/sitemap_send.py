@@ -39,7 +39,7 @@ def main() -> int:
     links, _, _ = sitemap_links_to_follow("http://a.test/sitemap.xml", pages, maps, options, 2)
     scoped = time.monotonic()
     try:
-        with example.memcache_pool.reserve() as client:
+        with example.stores.reserve() as client:
             sent = claims.send_claimed(
                 client,
                 example.crawl,

@@ -13,13 +13,12 @@ from typing import Any
 
 import dramatiq
 from dramatiq.errors import QueueJoinTimeout
-from dramatiq.rate_limits.backends import StubBackend
 
-from crawler.brokers.local import PriorityStubBroker
+from crawler.brokers import local
 from crawler.environment import Lifetimes
 from crawler.outcomes import WRITTEN
 from crawler.records import Record, RecordFile
-from crawler.stores.memory import MemoryPool
+from crawler.stores import StorePool
 from crawler.tracking.bookkeeping import keep_books
 from crawler.tracking.progress import Progress, ProgressLogHandler
 
@@ -31,7 +30,7 @@ STOP_TIMEOUT_MS = 3000
 
 def run(
     actor: dramatiq.Actor[Any, Any],
-    pool: Any,
+    pool: StorePool,
     lifetimes: Lifetimes,
     seeds: list[dramatiq.Message[Any]],
     *,
@@ -50,11 +49,8 @@ def run(
         if output is not None and record.get("outcome") in WRITTEN:
             output.write(record)
 
-    broker = PriorityStubBroker()
+    broker = local.serve(actor)
     keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
-    broker.declare_actor(actor)
-    actor.broker = broker
-    dramatiq.set_broker(broker)
     broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
     worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
     worker.start()
@@ -79,11 +75,6 @@ def run(
     if interrupted:
         return 130
     return 1 if progress.failures else 0
-
-
-def memory_stores() -> tuple[MemoryPool, StubBackend]:
-    """The dedup store and rate-limiter backend of ``--local``: this process's memory."""
-    return MemoryPool(), StubBackend()  # type: ignore[no-untyped-call]
 
 
 def _log_through(progress: Progress, level: int) -> None:

@@ -83,7 +83,7 @@ def dedup_env(request: pytest.FixtureRequest, memcached: MemcachedClient) -> dic
 def stub_broker(memcached: MemcachedClient) -> Iterator[StubBroker]:
     """The real ``crawl`` actor, bound to a StubBroker for the test."""
     broker = StubBroker()
-    keep_books(broker, example.memcache_pool, example.lifetimes)
+    keep_books(broker, example.stores, example.lifetimes)
     broker.emit_after("process_boot")
     original = example.crawl.broker
     broker.declare_actor(example.crawl)

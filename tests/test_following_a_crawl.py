@@ -147,7 +147,7 @@ def test_wait_ends_on_the_crawls_last_record_without_reading_on(memcached: objec
         ]
     )
 
-    pool = example.memcache_pool
+    pool = example.stores
     crawl_id, keep_alive = uuid.uuid4().hex, KeepAlive(grace=60)
     exit_code = seeder.follow(pool, crawl_id, ["seed"], reader, None, keep_alive)  # type: ignore[arg-type]
 

@@ -23,8 +23,8 @@ from crawler import example, messages, options
 from crawler.archiving.warc import WarcFiles
 from crawler.errors import InvalidMessage
 from crawler.frontier import claims, counters
-from crawler.local_mode import memory_stores
 from crawler.options import RULES, CrawlOptions
+from crawler.stores.memory import MemoryPool
 from crawler.tracking.bookkeeping import settle
 from tests.site_server import SiteServer, html
 from tests.support import FAST_FAILURES
@@ -238,7 +238,7 @@ def test_the_seeder_refuses_what_workers_would_refuse_before_sending_anything(
 def test_a_refused_message_is_recorded_as_failed_and_counted_but_claims_nothing(
     stub_broker: StubBroker,
 ) -> None:
-    pool, _ = memory_stores()
+    pool = MemoryPool()
     published: list[tuple[Any, ...]] = []
     url = "http://127.0.0.1:9/page.html"
     message = example.crawl.message_with_options(

@@ -47,8 +47,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
+from crawler.environment import Limits
 from crawler.errors import InvalidMessage, TransientError, shown
-from crawler.fetching import Fetched
+from crawler.fetching import Fetched, is_html, read_body
 
 SOFTWARE = "crawler (Dramatiq's web-crawler example), warcio"
 
@@ -265,6 +266,43 @@ class Keeper:
 
     def keep(self, fetched: Fetched, body: bytes) -> None:
         self.page(fetched, body)
+
+
+def keeper_of(
+    files: WarcFiles,
+    pool: Any,
+    retries: tuple[int, int],
+    crawl_id: str | None,
+    warc: str | None,
+    options: Mapping[str, Any] | None,
+    ttl: int,
+) -> Keeper | None:
+    """With ``--warc`` (the crawl's ``warc`` directory), what keeps a message's response
+    in the crawl's WARC files, under the worker's ``CRAWLER_WARC_DIR`` (raises
+    :class:`~crawler.errors.InvalidMessage` for one outside it, or without it).
+    ``retries``: the message's retries so far, and how many it has."""
+    if warc is None:
+        return None
+    return Keeper(
+        files,
+        pool,
+        files.directory(warc),
+        str(crawl_id),
+        options or {},
+        ttl,
+        last_attempt=retries[0] >= retries[1],
+    )
+
+
+def read_page(
+    fetched: Fetched, limits: Limits, keeper: Keeper | None
+) -> tuple[bytes | None, Stored | None]:
+    """An HTML page's body (None for anything else), and where ``keeper`` stored the
+    response when there is one (``--warc`` keeps every response, HTML or not)."""
+    html = is_html(fetched.response)
+    body = read_body(fetched, limits) if html or keeper else b""
+    stored = keeper.page(fetched, body) if keeper else None
+    return (body if html else None), stored
 
 
 def archive(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 import queue
+from typing import Any
 
+import dramatiq
 from dramatiq.brokers.stub import StubBroker
 
 
@@ -33,3 +35,13 @@ class _Priorities(queue.PriorityQueue):  # type: ignore[type-arg]
     def get(self, block: bool = True, timeout: float | None = None) -> bytes:
         item: bytes = super().get(block, timeout)[2]
         return item
+
+
+def serve(actor: dramatiq.Actor[Any, Any]) -> PriorityStubBroker:
+    """A :class:`PriorityStubBroker` for ``actor``, which it now sends to (``--local``:
+    the process's only broker)."""
+    broker = PriorityStubBroker()
+    broker.declare_actor(actor)
+    actor.broker = broker
+    dramatiq.set_broker(broker)
+    return broker

@@ -26,15 +26,18 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
 from dramatiq.middleware import CurrentMessage
 
-from crawler.environment import Lifetimes
+from crawler import outcomes
+from crawler.environment import Lifetimes, Limits
 from crawler.errors import PermanentError, TransientError
-from crawler.frontier import counters, journal
+from crawler.frontier import counters, journal, politeness
 from crawler.frontier.digests import owner_token, short_id, url_digest
+from crawler.options import CrawlOptions
 
 logger = logging.getLogger("example")
 #: How long a claim of a bare ``crawl(url)`` message lasts, in seconds; as upstream, the
@@ -276,6 +279,79 @@ def defer(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int) -
     """
     deferrals = message.options.get("deferrals", 0) + 1
     broker.enqueue(message.copy(options={"deferrals": deferrals}), delay=delay)
+
+
+def take(
+    client: Any,
+    message: dramatiq.Message[Any],
+    url: str,
+    sitemap: int,
+    options: CrawlOptions,
+    limits: Limits,
+    lifetimes: Lifetimes,
+) -> tuple[str | None, bool]:
+    """Claim ``url`` for ``message`` (a sitemap's as one), within the crawl's page
+    budget: what became of it if it is not this message's to crawl (``cancelled``,
+    ``duplicate``, ``over-budget``), and whether this is the message's first delivery."""
+    added = claim_message(client, message, claim_name(url, sitemap), options.crawl_id, lifetimes)
+    if added == CANCELLED:
+        logger.warning("Skipping URL %r since its crawl was cancelled.", url)
+        return outcomes.CANCELLED, False
+    if added == TAKEN:
+        return outcomes.DUPLICATE, False
+    first_delivery = bound_deliveries(client, message, limits.max_deliveries, lifetimes)
+    spent = (
+        None
+        if sitemap
+        else politeness.over_budget(client, options, url, first_delivery, lifetimes.grace)
+    )
+    if spent:
+        logger.warning("Skipping URL %r since %s page budget is spent.", url, spent)
+        return outcomes.OVER_BUDGET, first_delivery
+    return None, first_delivery
+
+
+@dataclass(frozen=True)
+class Links:
+    """What sends one message's links (:func:`send_claimed`): the actor, the message
+    they come from, its crawl and whether this is the message's first delivery.
+
+    Parameters:
+      actor(dramatiq.Actor): The ``crawl`` actor, whose broker takes the messages.
+      parent_id(str): The id of the message the links come from.
+      crawl_id(str|None): The crawl's id (None: a bare ``crawl(url)``).
+      lifetimes(Lifetimes): How long claims and the crawl's entries live.
+      first_delivery(bool): False for a retried or redelivered message.
+    """
+
+    actor: dramatiq.Actor[Any, Any]
+    parent_id: str
+    crawl_id: str | None
+    lifetimes: Lifetimes
+    first_delivery: bool
+
+    def send(
+        self,
+        client: Any,
+        urls: Iterable[str],
+        kwargs: dict[str, Any],
+        *,
+        priority: int | None,
+        sitemaps: bool = False,
+    ) -> list[str]:
+        """Send ``actor(url, **kwargs)`` for each URL nobody claimed yet: their ids."""
+        return send_claimed(
+            client,
+            self.actor,
+            self.parent_id,
+            urls,
+            kwargs,
+            self.crawl_id,
+            self.lifetimes,
+            first_delivery=self.first_delivery,
+            priority=priority,
+            sitemaps=sitemaps,
+        )
 
 
 def child_message_id(parent_id: str, url: str) -> str:

@@ -19,13 +19,13 @@ import requests
 from dramatiq.rate_limits import BucketRateLimiter, RateLimiterBackend
 from protego import Protego
 
-from crawler import metrics
+from crawler import metrics, outcomes
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.fetching.bounded_fetch import fetch, read_body
 from crawler.frontier import counters
 from crawler.options import CrawlOptions
-from crawler.stores import StorePool
+from crawler.stores import StorePool, Stores
 
 logger = logging.getLogger("example")
 
@@ -45,6 +45,30 @@ RATE_WAIT = 1.0
 #: How long a deferred message waits before it tries again, in milliseconds: a
 #: spread, so that deferred messages do not all come back at the same instant.
 DEFER_MS = (200, 1000)
+
+
+def take_turn(
+    stores: Stores,
+    session: requests.Session,
+    url: str,
+    options: CrawlOptions,
+    *,
+    limits: Limits,
+    via_public: bool,
+) -> tuple[AbstractContextManager[Any] | None, str | None]:
+    """Robots.txt, the host's rate and its places (:func:`check`, :func:`host_slot`): the
+    host's place to hold while ``url`` is fetched, or None and why not: ``disallowed``
+    (by robots.txt, for good) or ``deferred`` (over the rate, or every place taken: the
+    message is to come back later)."""
+    with stores.memcache_pool.reserve() as client:
+        verdict = check(
+            client, stores.rate_limits, session, url, options, limits=limits, via_public=via_public
+        )
+    if verdict == DISALLOWED:
+        logger.warning("Skipping URL %r since robots.txt disallows it.", url)
+        return None, outcomes.DISALLOWED
+    slot = None if verdict == RATE_LIMITED else host_slot(stores.memcache_pool, url, options)
+    return slot, (outcomes.DEFERRED if slot is None else None)
 
 
 def check(

@@ -7,11 +7,16 @@ a pool whose ``reserve()`` gives the calling thread a client, as upstream's
 
 from __future__ import annotations
 
+import threading
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
+from dramatiq.rate_limits import RateLimiterBackend
 from redis.exceptions import RedisClusterException, RedisError
 
+from crawler.archiving.warc import WarcFiles
+from crawler.environment import dedup_url, warc_directory, warc_max_bytes
 from crawler.stores.memcached import MemcachedError
 
 #: What a dedup store raises when it cannot answer: Memcached's errors, or Redis's.
@@ -26,3 +31,67 @@ class StorePool(Protocol):
     """What the crawler asks of a dedup store's pool: a client for this thread."""
 
     def reserve(self) -> AbstractContextManager[Any]: ...
+
+
+class Stores:
+    """A process's stores, one value: the dedup store's pool (``memcache_pool``: claims,
+    the crawl's journal and counters, budgets, robots.txt rules), the rate limiters'
+    backend (``rate_limits``) and the WARC files of ``--warc`` (``warc_files``).
+
+    Opened once, on first use: from the environment (``MEMCACHED_SERVERS``, or
+    ``DEDUP_URL``; ``CRAWLER_WARC_DIR``) in a worker or a seeder, or in this process's
+    memory for ``--local``, which says so (:meth:`keep_in_memory`) before any use.
+    Opening a pool connects to nothing: its clients connect when first reserved.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._opened: tuple[StorePool, RateLimiterBackend, WarcFiles] | None = None
+
+    def keep_in_memory(self, warc_root: Path | None = None) -> None:
+        """``--local``: claims, counters and rate limits in this process; WARC files
+        under ``warc_root`` (the one directory its messages name), else as configured."""
+        from dramatiq.rate_limits.backends import StubBackend
+
+        from crawler.stores.memory import MemoryPool
+
+        with self._lock:
+            if self._opened is not None:
+                raise RuntimeError("the stores are in use already: keep them in memory first")
+            files = WarcFiles(warc_max_bytes(), root=warc_root or warc_directory())
+            self._opened = (MemoryPool(), StubBackend(), files)  # type: ignore[no-untyped-call]
+
+    def _stores(self) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
+        with self._lock:
+            if self._opened is None:
+                self._opened = _from_environment()
+            return self._opened
+
+    @property
+    def memcache_pool(self) -> StorePool:
+        return self._stores()[0]
+
+    @property
+    def rate_limits(self) -> RateLimiterBackend:
+        return self._stores()[1]
+
+    @property
+    def warc_files(self) -> WarcFiles:
+        return self._stores()[2]
+
+    def reserve(self) -> AbstractContextManager[Any]:
+        """A client of the dedup store for this thread: the stores serve as its pool."""
+        return self.memcache_pool.reserve()
+
+
+def _from_environment() -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
+    from crawler.stores import memcached
+    from crawler.stores import redis as redis_stores
+
+    files = WarcFiles(warc_max_bytes(), root=warc_directory())
+    url = dedup_url()
+    if url is not None:  # DEDUP_URL=redis://...: claims and rate limits in Redis
+        redis_pool, backend = redis_stores.stores(url)
+        return redis_pool, backend, files
+    pool = memcached.from_environment()  # MEMCACHED_SERVERS
+    return pool, memcached.MemcachedBackend(pool), files

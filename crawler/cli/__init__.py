@@ -1,0 +1,200 @@
+"""The seeder's command line: ``python -m crawler.example URL [options]`` seeds a crawl
+for the workers (or crawls right here with ``--local``), and follows, cancels or
+replays crawls (``--wait``, ``--status``, ``--cancel``, ``--dead-letters``,
+``--replay``).  The crawl options themselves are :mod:`.arguments`'."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+import redis
+
+from crawler import local_mode
+from crawler.brokers import BROKER_ERRORS
+from crawler.cli import arguments as crawl_arguments
+from crawler.environment import Lifetimes, broker_address, dedup_store_name, dedup_url, uses_redis
+from crawler.frontier import politeness
+from crawler.frontier.scope import priority
+from crawler.options import CrawlOptions
+from crawler.records import RecordFile
+from crawler.stores import STORE_ERRORS, Stores
+from crawler.stores.memcached import MemcachedError
+from crawler.tracking import seeder
+
+#: What a service that does not answer raises in the seeder: pika lets a failed lookup
+#: of the broker's host through bare.
+UNREACHABLE: tuple[type[BaseException], ...] = (*BROKER_ERRORS, *STORE_ERRORS, socket.gaierror)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The seeder's arguments."""
+    parser = argparse.ArgumentParser(
+        prog="python -m crawler.example",
+        description="Seed a crawl: enqueue URLs for the workers, or crawl them right here.",
+    )
+    parser.add_argument(
+        "urls", metavar="url", nargs="*", type=crawl_arguments.http_url, help="an http(s) URL"
+    )
+    crawl_arguments.add_arguments(parser)
+    watching = parser.add_argument_group("following a crawl of workers")
+    watching.add_argument(
+        "--wait", action="store_true", help="show the crawl's progress until it is finished"
+    )
+    watching.add_argument(
+        "--crawl-id",
+        type=crawl_arguments.crawl_id,
+        metavar="CRAWL_ID",
+        help="add the URLs to this crawl (its claims, counters and budget), not a new one",
+    )
+    watching.add_argument("--status", metavar="CRAWL_ID", help="print a crawl's figures")
+    watching.add_argument(
+        "--cancel",
+        metavar="CRAWL_ID",
+        help="end the crawl: its queued and retrying URLs end as cancelled, without a fetch",
+    )
+    watching.add_argument(
+        "--dead-letters",
+        metavar="CRAWL_ID",
+        help="list the URLs of the crawl given up for good ('all': of every crawl)",
+    )
+    watching.add_argument(
+        "--replay",
+        metavar="CRAWL_ID",
+        help="send the crawl's dead-lettered URLs again, with fresh retries ('all': every crawl)",
+    )
+    local_options = parser.add_argument_group("local mode: one process, no services")
+    local_options.add_argument(
+        "--local", action="store_true", help="crawl in this process until nothing is left"
+    )
+    local_options.add_argument(
+        "--threads", type=crawl_arguments.positive_int, help="fetching threads (default 8)"
+    )
+    parser.add_argument(
+        "--output", type=Path, help="with --local or --wait: one JSON line per crawled URL"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every page")
+    return parser
+
+
+def main(
+    args: list[str], crawl: dramatiq.Actor[Any, Any], stores: Stores, lifetimes: Lifetimes
+) -> int:
+    """Run the command ``args`` ask for with the ``crawl`` actor, the process's ``stores``
+    and the crawl entries' ``lifetimes``: the exit status."""
+    command = parser()
+    arguments = command.parse_args(args)
+    if arguments.status:
+        return reach_services(lambda: seeder.status(stores, arguments.status))
+    if arguments.cancel:
+        return reach_services(lambda: seeder.cancel(stores, arguments.cancel, lifetimes))
+    if arguments.dead_letters or arguments.replay:
+        return reach_services(
+            lambda: seeder.dead_letters(
+                crawl.broker,
+                crawl.queue_name,
+                stores,
+                lifetimes,
+                arguments.dead_letters or arguments.replay,
+                replay=bool(arguments.replay),
+            )
+        )
+    if not arguments.urls:
+        command.error("give at least one URL to crawl (or --status CRAWL_ID)")
+    try:
+        crawl_options = crawl_arguments.from_arguments(
+            arguments,
+            arguments.urls,
+            local=arguments.local,
+            collect_records=arguments.wait,
+            records_without_links=arguments.wait and arguments.output is None,
+        )
+    except argparse.ArgumentTypeError as e:
+        command.error(str(e))
+    seeds = seed_messages(crawl, arguments.urls, crawl_options)
+    if crawl_options.breadth_first and uses_redis() and not arguments.local:
+        print(
+            "note: --breadth-first orders messages on RabbitMQ and with --local; Redis keeps"
+            " them in arrival order",
+            file=sys.stderr,
+        )
+    if arguments.local and arguments.crawl_id:
+        command.error("--crawl-id works with workers only")
+    if arguments.local:
+        # --local: claims, counters and rate limits in this process, not in Memcached;
+        # WARC files in the directory the command line named (the only one its messages name).
+        stores.keep_in_memory(None if crawl_options.warc is None else Path(crawl_options.warc))
+        return local_mode.run(
+            crawl,
+            stores,
+            lifetimes,
+            seeds,
+            threads=arguments.threads or 8,
+            output=open_output(command, arguments.output),
+            verbose=arguments.verbose,
+        )
+    if arguments.threads is not None:
+        command.error("--threads works with --local only")
+    if arguments.output is not None and not arguments.wait:
+        command.error("--output works with --local or --wait")
+    output = open_output(command, arguments.output)
+    return reach_services(
+        lambda: seeder.seed(
+            crawl,
+            stores,
+            lifetimes,
+            seeds,
+            crawl_options,
+            wait=arguments.wait,
+            output=output,
+            adding=arguments.crawl_id is not None,
+        )
+    )
+
+
+def seed_messages(
+    crawl: dramatiq.Actor[Any, Any], urls: list[str], crawl_options: CrawlOptions
+) -> list[dramatiq.Message[Any]]:
+    """A crawl's first messages: one for each URL, and with ``--sitemaps`` one for each
+    of their sites' robots.txt, to read the sitemaps it names."""
+    kwargs: dict[str, Any] = {"options": crawl_options.to_message()}
+    seed_priority = priority(0, crawl_options)
+    extra = {} if seed_priority is None else {"broker_priority": seed_priority}
+    messages = [crawl.message_with_options(args=(url,), kwargs=kwargs, **extra) for url in urls]
+    if crawl_options.sitemaps:
+        robots = dict.fromkeys(politeness.robots_url(url) for url in urls)
+        messages += [
+            crawl.message_with_options(args=(url,), kwargs={**kwargs, "sitemap": 1}, **extra)
+            for url in robots
+        ]
+    return messages
+
+
+def reach_services(command: Callable[[], int]) -> int:
+    """Run ``command``; a broker or dedup store that does not answer is one line and exit 1."""
+    try:
+        return command()
+    except UNREACHABLE as e:
+        # A Redis error is the store's when the store is Redis and the broker is not;
+        # a bare lookup failure is pika's (redis-py and the Memcached pool wrap theirs).
+        store = isinstance(e, MemcachedError) or (
+            isinstance(e, redis.RedisError) and dedup_url() is not None and not uses_redis()
+        )
+        where = dedup_store_name() if store else broker_address()
+        print(f"error: cannot reach {where}: {e}", file=sys.stderr)
+        return 1
+
+
+def open_output(command: argparse.ArgumentParser, path: Path | None) -> RecordFile | None:
+    """The ``--output`` file, opened before anything is enqueued, or a usage error."""
+    if path is None:
+        return None
+    try:
+        return RecordFile(path)
+    except OSError as e:
+        command.error(f"cannot write --output {str(path)!r}: {e.strerror or e}")
