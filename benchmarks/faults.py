@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -50,8 +49,9 @@ from dramatiq.common import dq_name, xq_name
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
+from benchmarks.measuring.seeding import WaitingSeeder, generated_site  # noqa: E402
 from crawler.brokers import QUEUE  # noqa: E402
-from tests.site_server import SiteServer, generate_site, page_path  # noqa: E402
+from tests.site_server import page_path  # noqa: E402
 from tests.support import (  # noqa: E402
     FAST_FAILURES,
     MemcachedProcess,
@@ -218,43 +218,27 @@ def services_for(fault: str, directory: Path, rabbitmq: RabbitmqProcess) -> Iter
 def run(
     fault: str, pages: int, wait_limit: float, directory: Path, rabbitmq: RabbitmqProcess
 ) -> Run:
-    site = SiteServer().start()
-    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=10))
-    site.delay = 0.005
     output = Path(tempfile.mkdtemp(dir=directory)) / "records.jsonl"
     started = time.monotonic()
     with ExitStack() as stack, services_for(fault, directory, rabbitmq) as services:
-        stack.callback(site.stop)
+        site = stack.enter_context(generated_site(pages, delay=0.005))
         workers = WorkerProcesses(services.env, processes=PROCESSES, threads=THREADS)
-        seeder = [sys.executable, "-m", "crawler.example", site.url(page_path(0)), "--wait"]
-        waiting = subprocess.Popen(
-            [*seeder, "--output", str(output)],
-            cwd=PROJECT_ROOT,
-            env=services.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
+        seeder = WaitingSeeder(services.env, site.url(page_path(0)), "--output", str(output))
         try:
             workers.wait_until(lambda: workers.count("Done crawling") >= pages // 4, timeout=120)
             crawled_before = workers.count("Done crawling")
             workers = FAULTS[fault](services, workers)
             left: dict[str, int] | None = None
-            try:
-                _, stderr = waiting.communicate(timeout=wait_limit)
-                ended = True
-            except subprocess.TimeoutExpired:
-                left = left_on_broker(services.env)  # before the seeder's exit deletes its list
-                os.killpg(waiting.pid, signal.SIGKILL)
-                _, stderr = waiting.communicate()
-                ended = False
-            if ended and (waiting.returncode != 0 or len(site.fetch_counts()) < pages):
+            if seeder.process.poll() is None:
+                try:
+                    seeder.process.wait(timeout=wait_limit)
+                except subprocess.TimeoutExpired:
+                    left = left_on_broker(services.env)  # before the seeder's exit deletes its list
+            ended = not seeder.running()
+            if ended and (seeder.returncode != 0 or len(site.fetch_counts()) < pages):
                 left = left_on_broker(services.env)
         finally:
-            if waiting.poll() is None:
-                os.killpg(waiting.pid, signal.SIGKILL)
-                waiting.wait()
+            seeder.kill()
             if workers.stop() != 0:
                 workers.kill()
     counts = site.fetch_counts()
@@ -272,7 +256,7 @@ def run(
     return Run(
         fault=fault,
         ended=ended,
-        wait_exit=waiting.returncode if ended else None,
+        wait_exit=seeder.returncode if ended else None,
         never_fetched=pages - len(counts),
         missing_from_output=len(every_page - recorded),
         fetched_twice=sum(n > 1 for n in counts.values()),
@@ -280,7 +264,7 @@ def run(
         within_promise=sum(n - 1 for n in counts.values()) <= promised(fault, crawled_before),
         given_up=workers.count("Giving up on URL"),
         seconds=round(time.monotonic() - started, 1),
-        last_line=(stderr.strip().splitlines() or [""])[-1][:200],
+        last_line=seeder.last_line(),
         left_on_broker=left,
         about_lost_pages=[f"lost: {', '.join(lost)}", *about_lost[:60]] if lost else None,
     )

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from benchmarks.measuring.accounting import memcached_stats, redis_stats  # noqa: E402
-from tests.site_server import SiteServer, generate_site, page_path  # noqa: E402
+from benchmarks.measuring.seeding import WaitingSeeder, generated_site  # noqa: E402
+from tests.site_server import page_path  # noqa: E402
 from tests.support import (  # noqa: E402
     FAST_FAILURES,
     MemcachedProcess,
@@ -47,10 +46,8 @@ from tests.workers import WorkerProcesses, environment  # noqa: E402
 def crawl(
     broker: str, pages: int, memory_mb: int, limit: float, store: str = "memcached"
 ) -> dict[str, Any]:
-    site = SiteServer().start()
-    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=10))
     with ExitStack() as stack:
-        stack.callback(site.stop)
+        site = stack.enter_context(generated_site(pages))
         memcached = MemcachedProcess(memory_mb=memory_mb)
         stack.callback(memcached.stop)
         env = environment(
@@ -66,22 +63,9 @@ def crawl(
             empty = redis_stats(redis_store.url)["bytes"]
         workers = WorkerProcesses(env, processes=2, threads=8)
         stack.callback(workers.stop)
-        started = time.monotonic()
-        waiting = subprocess.Popen(
-            [sys.executable, "-m", "crawler.example", site.url(page_path(0)), "--wait"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            _, stderr = waiting.communicate(timeout=limit)
-            ended: float | str = round(time.monotonic() - started, 1)
-        except subprocess.TimeoutExpired:
-            waiting.kill()
-            _, stderr = waiting.communicate()
-            ended = f"not after {limit:.0f} s"
+        seeder = WaitingSeeder(env, site.url(page_path(0)))
+        seconds = seeder.finish(limit)
+        ended: float | str = f"not after {limit:.0f} s" if seconds is None else seconds
         if redis_store is None:
             stats = memcached_stats(memcached.servers)
         else:
@@ -94,7 +78,7 @@ def crawl(
             "pages": pages,
             "memcached_mb": memory_mb,
             "ended_after_s": ended,
-            "wait_exit": waiting.returncode,
+            "wait_exit": seeder.returncode,
             "distinct_pages": len(counts),
             "requests_per_page": round(sum(counts.values()) / max(len(counts), 1), 2),
             "most_requests": max(counts.values(), default=0),
@@ -103,7 +87,7 @@ def crawl(
             "bytes_per_url": round(stats["bytes"] / max(len(counts), 1), 1),
             "items_per_url": round(stats["curr_items"] / max(len(counts), 1), 2),
             "evictions": stats["evictions"],
-            "seeder_last_line": (stderr.strip().splitlines() or [""])[-1][:200],
+            "seeder_last_line": seeder.last_line(),
         }
 
 

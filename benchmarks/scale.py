@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import threading
@@ -49,6 +48,7 @@ from benchmarks.measuring.accounting import (  # noqa: E402
     redis_stats,
 )
 from benchmarks.measuring.generated_site import serve, served, write_site  # noqa: E402
+from benchmarks.measuring.seeding import WaitingSeeder  # noqa: E402
 from benchmarks.measuring.workers import start_workers  # noqa: E402
 from crawler.frontier import counters  # noqa: E402
 from crawler.outcomes import ENDINGS  # noqa: E402
@@ -118,29 +118,18 @@ def crawl(
         stack.callback(workers.wait)
         stack.callback(workers.terminate)
         worker_pids = children(workers.pid)
-        started = time.monotonic()
-        # Its progress lines go to a file: a pipe nobody reads for minutes fills and stalls it.
-        progress = stack.enter_context(tempfile.TemporaryFile("w+"))
-        seeder = subprocess.Popen(
-            [sys.executable, "-m", "crawler.example", site_url, "--wait"],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=progress, text=True,
-        )  # fmt: skip
-        assert seeder.stdout is not None
-        crawl_id = seeder.stdout.readline().split()[1]
+        seeder = WaitingSeeder(env, site_url)
+        stack.callback(seeder.kill)
+        crawl_id = seeder.crawl_id()
         sampler = Sampler(env, client, crawl_id)
         sampler.start()
         seeder_rss = 0.0
         try:
-            while seeder.poll() is None and time.monotonic() - started < limit:
+            while seeder.running() and time.monotonic() - seeder.started < limit:
                 seeder_rss = max(seeder_rss, peak_rss_mib(seeder.pid))
                 time.sleep(1.0)
-            ended_after: float | str = round(time.monotonic() - started, 1)
-            if seeder.poll() is None:
-                seeder.kill()
-                ended_after = f"not after {limit:.0f} s"
-            stdout, _ = seeder.communicate()
-            progress.seek(0)
-            stderr = progress.read()
+            seconds = seeder.finish(0)
+            ended_after: float | str = f"not after {limit:.0f} s" if seconds is None else seconds
         finally:
             sampler.done.set()
             sampler.join()
@@ -166,8 +155,8 @@ def crawl(
             "deepest_queue": sampler.deepest_queue,
             "store_mib": round(used / 2**20, 1),
             "store_bytes_per_url": round(used / max(fetched, 1), 1),
-            "seeder_summary": (stdout.strip().splitlines() or [""])[-1][:160],
-            "seeder_errors": stderr.strip()[-300:],
+            "seeder_summary": (seeder.stdout.strip().splitlines() or [""])[-1][:160],
+            "seeder_errors": seeder.stderr.strip()[-300:],
         }
         return result
 
