@@ -143,6 +143,16 @@ def limits_from_environment() -> Limits:
     return limits
 
 
+def local_backoffs() -> tuple[int, int]:
+    """``--local``'s retry backoff, the least and the most, in milliseconds
+    (``CRAWLER_LOCAL_MIN_BACKOFF_MS``, 500; ``CRAWLER_LOCAL_MAX_BACKOFF_MS``, 4,000; never
+    above the workers'): one process's small crawl does not wait minutes for a 503 page."""
+    limits = limits_from_environment()
+    low = int(number("CRAWLER_LOCAL_MIN_BACKOFF_MS", min(500, limits.min_backoff)))
+    high = int(number("CRAWLER_LOCAL_MAX_BACKOFF_MS", min(4_000, limits.max_backoff)))
+    return low, max(low, high)
+
+
 @dataclass(frozen=True)
 class Lifetimes:
     """How long a crawl's entries live in the dedup store, in seconds.

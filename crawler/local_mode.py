@@ -15,7 +15,8 @@ import dramatiq
 from dramatiq.errors import QueueJoinTimeout
 
 from crawler.brokers import local
-from crawler.environment import Lifetimes
+from crawler.environment import Lifetimes, local_backoffs
+from crawler.middleware import QuickRetries
 from crawler.outcomes import WRITTEN
 from crawler.records import Record, RecordFile
 from crawler.stores import StorePool
@@ -50,6 +51,7 @@ def run(
             output.write(record)
 
     broker = local.serve(actor)
+    broker.add_middleware(QuickRetries(*local_backoffs()))
     keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
     broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
     worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)

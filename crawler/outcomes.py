@@ -53,7 +53,7 @@ def summary(
       rate(float): Pages fetched per second, shown when given.
       every_part(bool): Name robots.txt and budget skips even when there were none.
     """
-    pages = f"{fetched(counts)} pages fetched"
+    pages = f"{plural(fetched(counts), 'page')} fetched"
     if rate is not None:
         pages += f" ({rate:.1f} pages/s)"
     parts = [
@@ -62,7 +62,7 @@ def summary(
         f"{counts.get(DUPLICATE, 0)} skipped as duplicates",
     ]
     if counts.get(SITEMAP, 0):
-        parts.append(f"{counts[SITEMAP]} sitemaps read")
+        parts.append(f"{plural(counts[SITEMAP], 'sitemap')} read")
     if counts.get(DUPLICATE_CONTENT, 0):
         parts.append(f"{counts[DUPLICATE_CONTENT]} with content stored before")
     if every_part or counts.get(DISALLOWED, 0):
@@ -73,6 +73,11 @@ def summary(
         parts.append(f"{counts[CANCELLED]} cancelled")
     parts.append(f"{counts.get(FAILED, 0)} failed")
     return ", ".join(parts)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 page``, ``2 pages``, ``0 pages``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def eviction_warning(evicted: int) -> str:

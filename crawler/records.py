@@ -7,7 +7,10 @@ picks it up.  Nothing is stored in a results backend.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import IO, Any
@@ -91,16 +94,42 @@ def url_of(message: Any) -> str:
         return repr(url)
 
 
+#: The columns of a CSV ``--output``: one row a record, its links counted, not listed.
+CSV_COLUMNS = (
+    "url", "outcome", "status", "content_type", "depth", "links", "error", "message_id",
+    "dropped_links", "warc_file", "warc_offset", "payload_digest",
+)  # fmt: skip
+
+
 class RecordFile:
-    """JSON lines, one complete line per record even when interrupted."""
+    """``--output``: one complete line per record even when interrupted.  JSON lines, or
+    CSV for a ``.csv`` path (a spreadsheet's: links counted); ``-`` is standard output.
+
+    Parameters:
+      path(Path): The file, made anew; ``-`` for standard output.
+    """
 
     def __init__(self, path: Path) -> None:
-        self._file: IO[str] | None = path.open("w", encoding="utf-8")
+        self._csv = path.suffix.lower() == ".csv"
+        self._owned = str(path) != "-"
+        self._file: IO[str] | None = (
+            path.open("w", encoding="utf-8", newline="") if self._owned else sys.stdout
+        )
         self._lock = threading.Lock()
+        if self._csv and self._file is not None:
+            csv.writer(self._file).writerow(CSV_COLUMNS)
 
     def write(self, record: Record) -> None:
         public = {key: value for key, value in record.items() if key != "sent"}
-        line = json.dumps(public, ensure_ascii=False) + "\n"
+        if self._csv:
+            row = io.StringIO()
+            public["links"] = len(public.get("links") or [])
+            csv.writer(row).writerow(
+                ["" if public.get(c) is None else public[c] for c in CSV_COLUMNS]
+            )
+            line = row.getvalue()
+        else:
+            line = json.dumps(public, ensure_ascii=False) + "\n"
         with self._lock:
             if self._file is not None:
                 self._file.write(line)
@@ -108,6 +137,6 @@ class RecordFile:
 
     def close(self) -> None:
         with self._lock:
-            if self._file is not None:
+            if self._file is not None and self._owned:
                 self._file.close()
-                self._file = None
+            self._file = None

@@ -3,17 +3,18 @@ the test modules is in :mod:`tests.support`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dramatiq
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
-from crawler import example
+from crawler.environment import rabbitmq_url
 from crawler.stores.memcached import MemcachedClient
 from crawler.stores.redis import RedisStorePool
 from crawler.tracking.bookkeeping import keep_books
+from tests import private_services
 from tests.site_server import SiteServer
 from tests.support import (
     MemcachedProcess,
@@ -22,6 +23,42 @@ from tests.support import (
     clean_broker,
     clean_memcached,
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module is imported (``crawler.example`` reads its broker's address
+    then): mark the user's services, and point the environment at the session's own.
+    Under pytest-xdist each worker process has services of its own; the controller,
+    which runs no test, starts none."""
+    worker = hasattr(config, "workerinput")
+    if not worker:
+        users = private_services.UsersData(rabbitmq_url())
+        users.plant()
+        config.stash[USERS] = users
+    if worker or not config.getoption("numprocesses", default=None):
+        config.stash[STOP] = private_services.start()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The user's services hold what they held: else the session fails, saying which."""
+    if STOP in session.config.stash:
+        session.config.stash[STOP]()
+        del session.config.stash[STOP]
+    users = session.config.stash.get(USERS, None)
+    if users is None:
+        return
+    missing = users.missing()
+    if missing:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(
+                f"the tests touched the user's data: {', '.join(missing)}", red=True
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+USERS = pytest.StashKey[private_services.UsersData]()
+STOP = pytest.StashKey[Callable[[], None]]()
 
 
 @pytest.fixture
@@ -82,6 +119,8 @@ def dedup_env(request: pytest.FixtureRequest, memcached: MemcachedClient) -> dic
 @pytest.fixture
 def stub_broker(memcached: MemcachedClient) -> Iterator[StubBroker]:
     """The real ``crawl`` actor, bound to a StubBroker for the test."""
+    from crawler import example
+
     broker = StubBroker()
     keep_books(broker, example.stores, example.lifetimes)
     broker.emit_after("process_boot")

@@ -1,9 +1,8 @@
 """What several test modules share: the services they use and restart, and readers of
 what a crawl leaves behind (records, metrics, the seeder's words).
 
-The tests purge the ``default`` queue on ``RABBITMQ_URL``, flush the Redis database
-at ``CRAWLER_TEST_REDIS_URL`` (db 15 unless set) and flush Memcached at
-``MEMCACHED_SERVERS``: point them at services that hold nothing you need.
+Every service a test empties is the session's own (:mod:`tests.private_services`):
+its RabbitMQ virtual host, Redis and Memcached, never the user's.
 """
 
 from __future__ import annotations
@@ -35,7 +34,10 @@ from crawler.environment import rabbitmq_url
 from crawler.stores.memcached import MemcachedClient, client_of
 from tests.workers import PROJECT_ROOT, WorkerProcesses
 
-TEST_REDIS_URL = os.getenv("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+def own_redis_url() -> str:
+    """The Redis database of the test session's own (:mod:`tests.private_services`)."""
+    return os.environ["CRAWLER_TEST_REDIS_URL"]
 
 
 #: Worker settings that keep fault tests short; the defaults users get are untouched.
@@ -62,9 +64,9 @@ def clean_memcached() -> Iterator[MemcachedClient]:
 def clean_broker(name: str) -> Iterator[dict[str, str]]:
     """The environment selecting broker ``name``, its crawler queues emptied around use."""
     if name == "redis":
-        client = redis.Redis.from_url(TEST_REDIS_URL)
+        client = redis.Redis.from_url(own_redis_url())
         client.flushdb()
-        yield {"REDIS": "1", "REDIS_URL": TEST_REDIS_URL}
+        yield {"REDIS": "1", "REDIS_URL": own_redis_url()}
         client.flushdb()
         client.close()
     else:
@@ -362,6 +364,11 @@ def crawl_id_of(stdout: str) -> str:
     match = re.search(r"^crawl ([0-9a-f]{32}) seeded", stdout, re.M)
     assert match, stdout
     return match.group(1)
+
+
+def metrics_port() -> int:
+    """Where the workers of the test session serve their Prometheus metrics."""
+    return int(os.environ["dramatiq_prom_port"])  # noqa: SIM112 (Dramatiq's own spelling)
 
 
 def read_metrics(port: int) -> str:

@@ -22,6 +22,7 @@ from tests.support import (
     FAST_FAILURES,
     crawl_id_of,
     metric,
+    metrics_port,
     read_metrics,
     read_records,
     wait_for_crawl,
@@ -58,7 +59,7 @@ def test_wait_returns_0_after_every_page_with_one_record_each_and_metrics_agree(
         assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)}
         # The last message is acknowledged just after its record went out.
         wait_until(lambda: queued_messages(env) == 0, timeout=5)
-        metrics = read_metrics(9191)  # Dramatiq's default port
+        metrics = read_metrics(metrics_port())
         status = seed(env, "--status", crawl_id_of(stdout))
     finally:
         assert workers.stop() == 0

@@ -24,10 +24,10 @@ from crawler.stores.memcached import MemcachedClient
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import (
     FAST_FAILURES,
-    TEST_REDIS_URL,
     crawl_id_of,
     free_port,
     metric,
+    own_redis_url,
     read_metrics,
     wait_for_crawl,
 )
@@ -55,7 +55,7 @@ class Credentials:
         )
 
     def redis_url(self, *, user: str | None = None, port: int | None = None) -> str:
-        parts = urlsplit(TEST_REDIS_URL)
+        parts = urlsplit(own_redis_url())
         host = f"{parts.hostname}:{port or parts.port or 6379}"
         return urlunsplit(parts._replace(netloc=f"{user or self.user}:{self.password}@{host}"))
 
@@ -64,7 +64,7 @@ class Credentials:
 def credentials() -> Iterator[Credentials]:
     name = f"crawler-secret-test-{uuid.uuid4().hex[:8]}"
     secret = Credentials(user=name, password=f"pw-{uuid.uuid4().hex}", vhost=name)
-    admin = redis.Redis.from_url(TEST_REDIS_URL)
+    admin = redis.Redis.from_url(own_redis_url())
     try:
         rabbitmqctl("add_vhost", secret.vhost)
         rabbitmqctl("add_user", secret.user, secret.password)

@@ -23,6 +23,7 @@ from tests.site_server import SiteServer, generate_site, html, page_path
 from tests.support import (
     FAST_FAILURES,
     MemcachedProcess,
+    RabbitmqProcess,
     RedisProcess,
     clean_memcached,
     crawl_id_of,
@@ -53,15 +54,12 @@ def finish(waiting: subprocess.Popen[str]) -> tuple[str, str]:
         raise AssertionError(f"--wait did not end; it said:\n{stdout}\n{stderr[-3000:]}") from None
 
 
-def rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture
-def rabbitmq_restartable(rabbitmq_env: dict[str, str]) -> Iterator[dict[str, str]]:
-    """RabbitMQ's environment; whatever the test does, the broker runs again after it."""
-    yield rabbitmq_env
-    rabbitmqctl("start_app")
+def own_rabbitmq() -> Iterator[RabbitmqProcess]:
+    """A RabbitMQ node of the test's own, to restart: the machine's is never stopped."""
+    node = RabbitmqProcess()
+    yield node
+    node.shut_down()
 
 
 def test_workers_idle_past_rabbitmqs_heartbeat_still_deliver_every_record(
@@ -156,16 +154,16 @@ def test_a_redis_restart_mid_crawl_loses_no_page_and_wait_sees_it_through(
 
 
 def test_wait_rides_out_a_rabbitmq_restart_and_its_output_has_every_page(
-    site: SiteServer, rabbitmq_restartable: dict[str, str], tmp_path: Path
+    site: SiteServer, own_rabbitmq: RabbitmqProcess, tmp_path: Path
 ) -> None:
     # Records are confirmed by default: one RabbitMQ drops as it stops is sent again by
     # its message, which is redone rather than found done.
-    env = environment(**rabbitmq_restartable, **FAST_FAILURES)
+    env = environment(RABBITMQ_URL=own_rabbitmq.url, **FAST_FAILURES)
 
     def restart() -> None:
-        rabbitmqctl("stop_app")
+        own_rabbitmq.ctl("stop_app")
         time.sleep(3)
-        rabbitmqctl("start_app")
+        own_rabbitmq.ctl("start_app")
 
     crawl = crawl_through_an_outage(env, site, tmp_path, restart)
 

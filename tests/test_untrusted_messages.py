@@ -168,7 +168,7 @@ def test_each_malformed_message_ends_at_once_with_one_clear_line_no_fetch_and_a_
     counted = sum(k["options"]["crawl_id"] == CRAWL_ID for k in named)
     assert counted == len(named) - 1  # all but the one whose crawl_id is refused
     status = seed(env, "--status", CRAWL_ID)
-    assert "1 pages fetched, " in status.stdout and f" {counted} failed;" in status.stdout
+    assert "1 page fetched, " in status.stdout and f" {counted} failed;" in status.stdout
     # Listed like any dead letter; not replayed, since workers would only refuse them
     # again, but for the two WARC directories: those are the worker's to refuse (its
     # CRAWLER_WARC_DIR may change), so they are replayed.

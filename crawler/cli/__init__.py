@@ -6,11 +6,12 @@ replays crawls (``--wait``, ``--status``, ``--cancel``, ``--dead-letters``,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import dramatiq
 import redis
@@ -32,26 +33,26 @@ from crawler.tracking import seeder
 UNREACHABLE: tuple[type[BaseException], ...] = (*BROKER_ERRORS, *STORE_ERRORS, socket.gaierror)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse without abbreviations (``--max-d`` is no ``--max-depth``), whose usage
+    errors are one line and a pointer to ``--help``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\nSee '{self.prog} --help'.\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    """The seeder's arguments."""
-    parser = argparse.ArgumentParser(
+    """The seeder's arguments, upstream's defaults: ``python -m crawler.example``."""
+    parser = Parser(
         prog="python -m crawler.example",
         description="Seed a crawl: enqueue URLs for the workers, or crawl them right here.",
     )
-    parser.add_argument(
-        "urls", metavar="url", nargs="*", type=crawl_arguments.http_url, help="an http(s) URL"
-    )
-    crawl_arguments.add_arguments(parser)
+    add_seeding(parser, upstream=True)
     watching = parser.add_argument_group("following a crawl of workers")
-    watching.add_argument(
-        "--wait", action="store_true", help="show the crawl's progress until it is finished"
-    )
-    watching.add_argument(
-        "--crawl-id",
-        type=crawl_arguments.crawl_id,
-        metavar="CRAWL_ID",
-        help="add the URLs to this crawl (its claims, counters and budget), not a new one",
-    )
     watching.add_argument("--status", metavar="CRAWL_ID", help="print a crawl's figures")
     watching.add_argument(
         "--cancel",
@@ -68,18 +69,40 @@ def parser() -> argparse.ArgumentParser:
         metavar="CRAWL_ID",
         help="send the crawl's dead-lettered URLs again, with fresh retries ('all': every crawl)",
     )
-    local_options = parser.add_argument_group("local mode: one process, no services")
-    local_options.add_argument(
+    return parser
+
+
+def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
+    """The URLs, the crawl options, and how the crawl runs: workers or ``--local``."""
+    parser.add_argument(
+        "urls", metavar="url", nargs="*", type=crawl_arguments.http_url, help="an http(s) URL"
+    )
+    crawl_arguments.add_arguments(parser, upstream=upstream)
+    running = parser.add_argument_group("how the crawl runs")
+    running.add_argument(
+        "--wait", action="store_true", help="workers' crawl: show its progress until it ends"
+    )
+    running.add_argument(
+        "--crawl-id",
+        type=crawl_arguments.crawl_id,
+        metavar="CRAWL_ID",
+        help="add the URLs to this crawl (its claims, counters and budget), not a new one",
+    )
+    running.add_argument(
         "--local", action="store_true", help="crawl in this process until nothing is left"
     )
-    local_options.add_argument(
-        "--threads", type=crawl_arguments.positive_int, help="fetching threads (default 8)"
+    running.add_argument(
+        "--threads", type=crawl_arguments.threads, help="--local's fetching threads (default 8)"
     )
-    parser.add_argument(
-        "--output", type=Path, help="with --local or --wait: one JSON line per crawled URL"
+    running.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="with --local or --wait: a record per URL, JSON lines (CSV for FILE.csv; - for"
+        " standard output)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log every page")
-    return parser
+    running.add_argument("-v", "--verbose", action="store_true", help="log every page")
 
 
 def main(
@@ -104,8 +127,28 @@ def main(
                 replay=bool(arguments.replay),
             )
         )
+    return seed(command, arguments, crawl, stores, lifetimes)
+
+
+def seed(
+    command: argparse.ArgumentParser,
+    arguments: argparse.Namespace,
+    crawl: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    lifetimes: Lifetimes,
+) -> int:
+    """Seed the crawl ``arguments`` describe for workers, or run it here (``--local``)."""
     if not arguments.urls:
-        command.error("give at least one URL to crawl (or --status CRAWL_ID)")
+        command.error("give at least one URL to crawl")
+    for first, second in CONTRADICTIONS:
+        if getattr(arguments, first) and getattr(arguments, second):
+            command.error(
+                f"--{first.replace('_', '-')} and --{second.replace('_', '-')}: choose one"
+            )
+    if arguments.threads is not None and not arguments.local:
+        command.error("--threads works with --local only")
+    if arguments.output is not None and not (arguments.wait or arguments.local):
+        command.error("--output works with --local or --wait")
     try:
         crawl_options = crawl_arguments.from_arguments(
             arguments,
@@ -123,38 +166,46 @@ def main(
             " them in arrival order",
             file=sys.stderr,
         )
-    if arguments.local and arguments.crawl_id:
-        command.error("--crawl-id works with workers only")
-    if arguments.local:
-        # --local: claims, counters and rate limits in this process, not in Memcached;
-        # WARC files in the directory the command line named (the only one its messages name).
-        stores.keep_in_memory(None if crawl_options.warc is None else Path(crawl_options.warc))
-        return local_mode.run(
-            crawl,
-            stores,
-            lifetimes,
-            seeds,
-            threads=arguments.threads or 8,
-            output=open_output(command, arguments.output),
-            verbose=arguments.verbose,
-        )
-    if arguments.threads is not None:
-        command.error("--threads works with --local only")
-    if arguments.output is not None and not arguments.wait:
-        command.error("--output works with --local or --wait")
     output = open_output(command, arguments.output)
-    return reach_services(
-        lambda: seeder.seed(
-            crawl,
-            stores,
-            lifetimes,
-            seeds,
-            crawl_options,
-            wait=arguments.wait,
-            output=output,
-            adding=arguments.crawl_id is not None,
-        )
+    # With records on standard output (-o -), what the command says goes to stderr.
+    said = (
+        sys.stderr if arguments.output is not None and str(arguments.output) == "-" else sys.stdout
     )
+    with contextlib.redirect_stdout(said):
+        if arguments.local:
+            # --local: claims, counters and rate limits in this process, not in Memcached;
+            # WARC files in the directory the command line named (the one its messages name).
+            warc = None if crawl_options.warc is None else Path(crawl_options.warc)
+            stores.keep_in_memory(warc)
+            return local_mode.run(
+                crawl,
+                stores,
+                lifetimes,
+                seeds,
+                threads=arguments.threads or 8,
+                output=output,
+                verbose=arguments.verbose,
+            )
+        return reach_services(
+            lambda: seeder.seed(
+                crawl,
+                stores,
+                lifetimes,
+                seeds,
+                crawl_options,
+                wait=arguments.wait,
+                output=output,
+                adding=arguments.crawl_id is not None,
+            )
+        )
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+#: Options that make no sense together: refused, naming both.
+CONTRADICTIONS = (("local", "wait"), ("local", "crawl_id"))
 
 
 def seed_messages(

@@ -28,26 +28,47 @@ from crawler.options import (
     canonical_http_url,
     host_name,
     regular_expression,
+    whole_between,
 )
 
 T = TypeVar("T")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The crawl options, the same for ``--local`` and for seeding workers."""
-    group = parser.add_argument_group("crawl options (all off by default: upstream behaviour)")
+#: The crawl options whose default ``crawler crawl`` turns on (``--upstream``: off).
+CRAWLER_DEFAULTS = ("follow_relative", "same_site", "obey_robots")
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, upstream: bool = True) -> None:
+    """The crawl options, the same for ``--local`` and for seeding workers: all off by
+    default as upstream (``python -m crawler.example``), or, for ``crawler crawl``, with
+    links parsed, the seeds' sites kept and robots.txt obeyed, each with a ``--no-``
+    form, and ``--upstream`` to turn the three off at once."""
+    if upstream:
+        group = parser.add_argument_group("crawl options (all off by default: upstream behaviour)")
+        switch: dict[str, Any] = {"action": "store_true"}
+    else:
+        group = parser.add_argument_group("crawl options")
+        switch = {"action": argparse.BooleanOptionalAction, "default": None}
+        group.add_argument(
+            "--upstream",
+            action="store_true",
+            help="upstream's crawl: its regex for links, any site, robots.txt ignored"
+            " (each can be turned on again)",
+        )
+    on = "" if upstream else " (default; --upstream: off)"
     group.add_argument(
         "--follow-relative",
-        action="store_true",
-        help="find links with an HTML tokenizer, relative ones included",
+        **switch,
+        help=f"find links with an HTML tokenizer, relative ones included{on}",
     )
     group.add_argument(
         "--same-domain", action="store_true", help="stay on the hosts of the seed URLs"
     )
     group.add_argument(
         "--same-site",
-        action="store_true",
-        help="stay on the seeds' sites: their registrable domains (eTLD+1) and all their hosts",
+        **switch,
+        help="stay on the seeds' sites: their registrable domains (eTLD+1) and all their"
+        f" hosts{'' if upstream else ' (default unless --same-domain or --allow-domain)'}",
     )
     group.add_argument(
         "--allow-domain",
@@ -91,9 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="fetch shallow pages before deeper ones (RabbitMQ message priorities)",
     )
-    group.add_argument(
-        "--obey-robots", action="store_true", help="honour robots.txt and its Crawl-delay"
-    )
+    group.add_argument("--obey-robots", **switch, help=f"honour robots.txt and its Crawl-delay{on}")
     group.add_argument(
         "--max-rate",
         type=rate,
@@ -131,6 +150,7 @@ def from_arguments(
     ``local``: the crawl runs in this process (``--local``), so ``--warc`` names a
     directory here, made if missing; else one under the workers' ``CRAWLER_WARC_DIR``.
     """
+    resolve_defaults(arguments)
     warc = arguments.warc
     if warc is not None:
         warc = warc_directory(warc) if local else warc_name(warc)
@@ -166,6 +186,20 @@ def from_arguments(
     return options
 
 
+def resolve_defaults(arguments: argparse.Namespace) -> None:
+    """``crawler crawl``'s switches left unset (None) take their default: on, unless
+    ``--upstream``; ``--same-site`` is off with ``--same-domain`` or ``--allow-domain``.
+    Raises ``ArgumentTypeError`` for ``--same-domain`` with ``--same-site``."""
+    if arguments.same_domain and arguments.same_site:
+        raise argparse.ArgumentTypeError("--same-domain and --same-site: choose one")
+    if arguments.same_site is None and (arguments.same_domain or arguments.allow_domain):
+        arguments.same_site = False
+    upstream = getattr(arguments, "upstream", False)
+    for name in CRAWLER_DEFAULTS:
+        if getattr(arguments, name) is None:
+            setattr(arguments, name, not upstream)
+
+
 def crawl_id(value: str) -> str:
     """An ``argparse`` type: a crawl id as the seeder prints it (32 hex digits)."""
     if not re.fullmatch(r"[0-9a-f]{32}", value):
@@ -181,6 +215,19 @@ def whole_number(value: str) -> int:
 def positive_int(value: str) -> int:
     """An ``argparse`` type: a whole number above zero (``max_pages``' rule)."""
     return _parsed(value, _digits(value), ABOVE_ZERO)
+
+
+#: ``--threads`` at most: a thread a fetch in flight, each with its connections.
+MAX_THREADS = 512
+
+
+def threads(value: str) -> int:
+    """An ``argparse`` type: ``--local``'s threads, 1 to ``MAX_THREADS``."""
+    return _parsed(
+        value,
+        _digits(value),
+        Rule(f"a whole number from 1 to {MAX_THREADS}", whole_between(1, MAX_THREADS)),
+    )
 
 
 def rate(value: str) -> float:

@@ -1,0 +1,124 @@
+"""``crawler``: one command for everything, in the conventions of Celery, RQ and Scrapy.
+
+::
+
+    crawler crawl URL... [--local | --wait] [-o FILE] [options]   seed a crawl, or run it here
+    crawler worker [-p N] [-t N]                                 Dramatiq workers for it
+    crawler status | cancel | dead-letters | replay CRAWL_ID     one crawl of workers
+    crawler --version
+
+``crawler crawl`` crawls as a first-time user expects: it parses pages for links (relative
+ones too), stays on the seeds' sites and obeys robots.txt; ``--upstream`` (or
+``python -m crawler.example``) crawls as upstream's example does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from crawler import cli
+from crawler.tracking import seeder
+
+#: ``crawler worker``'s defaults: Dramatiq's own (a process a core, 8 threads each).
+WORKER_THREADS = 8
+
+
+def parser() -> argparse.ArgumentParser:
+    command = cli.Parser(
+        prog="crawler",
+        description="A distributed web crawler on Dramatiq (RabbitMQ, or Redis with REDIS=1).",
+    )
+    command.add_argument("--version", action="version", version=f"crawler {_version()}")
+    commands = command.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    crawl = commands.add_parser(
+        "crawl",
+        help="seed a crawl for the workers, or run it in this process (--local)",
+        description="Seed a crawl for the workers (see its progress with --wait), or run it"
+        " in this process with --local.",
+    )
+    cli.add_seeding(crawl, upstream=False)
+    crawl.set_defaults(usage=crawl)  # its usage errors name "crawler crawl"
+    worker = commands.add_parser(
+        "worker",
+        help="run Dramatiq workers for crawls (dramatiq crawler.example)",
+        description="Run Dramatiq worker processes for crawls: dramatiq crawler.example.",
+    )
+    worker.add_argument(
+        "-p",
+        "--processes",
+        type=_bounded(1, 256),
+        default=os.cpu_count() or 1,
+        help="worker processes (default: one a CPU core)",
+    )
+    worker.add_argument(
+        "-t",
+        "--threads",
+        type=_bounded(1, 512),
+        default=WORKER_THREADS,
+        help=f"threads in each process (default {WORKER_THREADS})",
+    )
+    for name, text in (
+        ("status", "print a crawl's figures"),
+        ("cancel", "end a crawl: its queued and retrying URLs end as cancelled, unfetched"),
+        ("dead-letters", "list the URLs a crawl gave up for good ('all': of every crawl)"),
+        ("replay", "send a crawl's dead-lettered URLs again ('all': of every crawl)"),
+    ):
+        one = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        one.add_argument("crawl_id", metavar="CRAWL_ID")
+    return command
+
+
+def main(args: list[str] | None = None) -> int:
+    command = parser()
+    arguments = command.parse_args(sys.argv[1:] if args is None else args)
+    if arguments.command == "worker":
+        return worker(arguments)
+    from crawler import example  # the actor, its broker and stores: for what follows only
+
+    crawl, stores, lifetimes = example.crawl, example.stores, example.lifetimes
+    if arguments.command == "crawl":
+        return cli.seed(arguments.usage, arguments, crawl, stores, lifetimes)
+    if arguments.command == "status":
+        return cli.reach_services(lambda: seeder.status(stores, arguments.crawl_id))
+    if arguments.command == "cancel":
+        return cli.reach_services(lambda: seeder.cancel(stores, arguments.crawl_id, lifetimes))
+    replay = arguments.command == "replay"
+    return cli.reach_services(
+        lambda: seeder.dead_letters(
+            crawl.broker, crawl.queue_name, stores, lifetimes, arguments.crawl_id, replay=replay
+        )
+    )
+
+
+def worker(arguments: argparse.Namespace) -> int:
+    """Become ``dramatiq crawler.example -p N -t N``: Dramatiq's own worker command."""
+    command = [sys.executable, "-m", "dramatiq", "crawler.example"]
+    command += ["--processes", str(arguments.processes), "--threads", str(arguments.threads)]
+    sys.stdout.flush()
+    os.execv(sys.executable, command)
+
+
+def _bounded(low: int, high: int) -> Any:
+    def whole(value: str) -> int:
+        if not (value.isascii() and value.isdigit() and low <= int(value) <= high):
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a whole number from {low} to {high}"
+            )
+        return int(value)
+
+    return whole
+
+
+def _version() -> str:
+    try:
+        return version("crawler")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
