@@ -94,10 +94,11 @@ def url_of(message: Any) -> str:
         return repr(url)
 
 
-#: The columns of a CSV ``--output``: one row a record, its links counted, not listed.
-CSV_COLUMNS = (
-    "url", "outcome", "status", "content_type", "depth", "links", "error", "message_id",
-    "dropped_links", "warc_file", "warc_offset", "payload_digest",
+#: Every field a record of ``--output`` may hold (docs/output.md says what each means).
+RECORD_FIELDS = (
+    "url", "outcome", "status", "content_type", "links", "depth", "dropped_links",
+    "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
+    "warc_offset", "payload_digest",
 )  # fmt: skip
 
 
@@ -117,7 +118,7 @@ class RecordFile:
         )
         self._lock = threading.Lock()
         if self._csv and self._file is not None:
-            csv.writer(self._file).writerow(CSV_COLUMNS)
+            csv.writer(self._file).writerow(RECORD_FIELDS)
 
     def write(self, record: Record) -> None:
         public = {key: value for key, value in record.items() if key != "sent"}
@@ -125,7 +126,7 @@ class RecordFile:
             row = io.StringIO()
             public["links"] = len(public.get("links") or [])
             csv.writer(row).writerow(
-                ["" if public.get(c) is None else public[c] for c in CSV_COLUMNS]
+                ["" if public.get(c) is None else public[c] for c in RECORD_FIELDS]
             )
             line = row.getvalue()
         else:

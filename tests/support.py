@@ -473,3 +473,10 @@ class RabbitmqProcess:
             os.killpg(self.process.pid, signal.SIGKILL)  # whatever of it is left
         self.process.wait(timeout=30)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def usage_error(stderr: str, prog: str = "python -m crawler.example") -> str:
+    """The line a usage error is: checked to end stderr with the pointer to --help."""
+    lines = stderr.splitlines()
+    assert lines[-1] == f"See '{prog} --help'.", stderr
+    return lines[-2]

@@ -33,7 +33,7 @@ from crawler.options import CrawlOptions
 from crawler.stores.memory import MemoryClient
 from tests import faults
 from tests.site_server import Page, SiteServer, html
-from tests.support import read_records
+from tests.support import read_records, usage_error
 from tests.workers import PROJECT_ROOT, environment, queued_messages, seed
 
 #: Worker settings that keep these runs short; the defaults users get are untouched.
@@ -274,7 +274,7 @@ def test_seeder_refuses_an_option_value_that_would_fail_every_page_and_enqueues_
     result = seed(env, "http://127.0.0.1:1/", *args)
 
     assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == f"python -m crawler.example: error: {reason}"
+    assert usage_error(result.stderr) == f"python -m crawler.example: error: {reason}"
     assert queued_messages(env) == 0
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from crawler.options import CrawlOptions
 from tests.site_server import SiteServer, generate_site, html, page_path
-from tests.support import FAST_FAILURES, wait_for_crawl
+from tests.support import FAST_FAILURES, usage_error, wait_for_crawl
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
 
 #: Python's ``re`` takes about 2^34 steps to find that this does not match.
@@ -92,7 +92,7 @@ def test_a_pattern_re2_cannot_run_is_refused_at_seeding_in_one_line(
     result = seed(env, "http://127.0.0.1:1/", "--include", pattern)
 
     assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
+    assert usage_error(result.stderr) == (
         f"python -m crawler.example: error: argument --include: {pattern!r} is not a"
         f" regular expression: {reason} (RE2 syntax: no backreferences or lookaround)"
     )

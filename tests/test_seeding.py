@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import own_redis_url
+from tests.support import own_redis_url, usage_error
 from tests.workers import environment, queued_messages, seed
 
 LONG_LABEL = "a" * 64
@@ -45,7 +45,7 @@ def test_seeder_refuses_a_bad_url_and_enqueues_nothing(
     result = seed(env, url)
 
     assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
+    assert usage_error(result.stderr) == (
         f"python -m crawler.example: error: argument url: {reason}"
     )
     assert queued_messages(env) == 0
@@ -73,7 +73,10 @@ def test_seeder_says_in_one_line_that_a_url_is_missing() -> None:
 @pytest.mark.parametrize(
     ("args", "reason"),
     [
-        (["--local", "--threads", "0"], "argument --threads: '0' is not a whole number above zero"),
+        (
+            ["--local", "--threads", "0"],
+            "argument --threads: '0' is not a whole number from 1 to 512",
+        ),
         (["--max-pages", "1.5"], "argument --max-pages: '1.5' is not a whole number above zero"),
         (["--max-rate", "fast"], "argument --max-rate: 'fast' is not a number from 0.001 to 10000"),
         (["--max-depth", "-1"], "argument --max-depth: '-1' is not a whole number"),
@@ -83,7 +86,7 @@ def test_seeder_refuses_a_bad_option_value_saying_which(args: list[str], reason:
     result = seed(environment(), "http://127.0.0.1:1/", *args)
 
     assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == f"python -m crawler.example: error: {reason}"
+    assert usage_error(result.stderr) == f"python -m crawler.example: error: {reason}"
 
 
 @pytest.mark.parametrize(
