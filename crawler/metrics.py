@@ -21,8 +21,23 @@ def _metrics() -> dict[str, Any]:
         return _created
     with _lock:
         if not _created:
-            _created.update(_create())
+            _created.update(_create_whole())
         return _created
+
+
+def _create_whole() -> dict[str, Any]:
+    """:func:`_create`, all or nothing: a thread interrupted half-way (Dramatiq's time
+    limit raises inside it) unregisters what it made, so the next one can make it all
+    again (else every later call fails with ``Duplicated timeseries``)."""
+    import prometheus_client as prom
+
+    before = set(prom.REGISTRY._collector_to_names)
+    try:
+        return _create()
+    except BaseException:
+        for collector in set(prom.REGISTRY._collector_to_names) - before:
+            prom.REGISTRY.unregister(collector)
+        raise
 
 
 def _create() -> dict[str, Any]:

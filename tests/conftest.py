@@ -3,6 +3,7 @@ the test modules is in :mod:`tests.support`."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,6 +31,10 @@ def pytest_configure(config: pytest.Config) -> None:
     then): mark the user's services, and point the environment at the session's own.
     Under pytest-xdist each worker process has services of its own; the controller,
     which runs no test, starts none."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # Run as a background job: its children would ignore Ctrl-C too, and the tests
+        # that press it would see nothing happen.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     worker = hasattr(config, "workerinput")
     if not worker:
         users = private_services.UsersData(rabbitmq_url())

@@ -49,6 +49,7 @@ def start() -> Callable[[], None]:
     parts = urllib.parse.urlsplit(rabbitmq_url())
     own_rabbitmq = urllib.parse.urlunsplit(parts._replace(path="/" + urllib.parse.quote(vhost)))
     os.environ.update(
+        CRAWLER_OWN_SERVICES="1",
         MEMCACHED_SERVERS=memcached.servers,
         CRAWLER_TEST_REDIS_URL=store.url.rsplit("/", 1)[0] + "/15",
         RABBITMQ_URL=own_rabbitmq,

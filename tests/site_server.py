@@ -8,6 +8,7 @@ fetched rather than on what it says it did.
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -38,6 +39,14 @@ class Request:
 Behavior = Callable[[BaseHTTPRequestHandler, int], None]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up early (a crawler stopped, a deadline) is no error here."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @dataclass
 class SiteServer:
     """Serves ``pages`` (path -> Page) or ``behaviors`` (path -> Behavior) and logs each request."""
@@ -59,7 +68,7 @@ class SiteServer:
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
-        self._httpd = ThreadingHTTPServer((self.host, self.port), _handler_for(self))
+        self._httpd = _QuietServer((self.host, self.port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 

@@ -69,10 +69,8 @@ def test_worker_reads_the_same_variables_as_the_crawler() -> None:
         "REDIS_URL": "redis://:@redis:6379/0",
         "MEMCACHED_SERVERS": "memcached:11211",
     }
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    documented = set(
-        re.findall(r"^\| `((?:CRAWLER|MEMCACHED)_[A-Z_]+|DEDUP_URL)` \|", readme, re.M)
-    )
+    usage = (PROJECT_ROOT / "docs" / "usage.md").read_text()
+    documented = set(re.findall(r"^\| `((?:CRAWLER|MEMCACHED)_[A-Z_]+|DEDUP_URL)` \|", usage, re.M))
     assert passed_through == documented - {"MEMCACHED_SERVERS"}
     assert worker["command"][:2] == ["dramatiq", "crawler.example"]
     assert worker["profiles"] == ["worker"]

@@ -122,6 +122,7 @@ def test_lifetimes_come_from_crawler_variables_within_memcacheds_30_days(
 
 
 def test_dedup_url_is_a_redis_url_or_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMCACHED_SERVERS", raising=False)  # the default, not the session's
     assert dedup_url() is None
     assert dedup_store_name() == "Memcached at localhost"
     monkeypatch.setenv("DEDUP_URL", "redis://:secret@store.example:6380/2")

@@ -79,8 +79,6 @@ def crawl_locally(
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
-        # Ctrl-C reaches it even when the tests run as a background job (SIGINT ignored).
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -23,26 +24,42 @@ DEFAULT_PROCESSES, DEFAULT_THREADS = 2, 8
 
 
 def broker_env(broker: str, **settings: str) -> dict[str, str]:
-    """This process's environment plus ``settings``, pointed at ``broker`` (Redis: db 14).
+    """This process's environment plus ``settings``, pointed at ``broker``: the services
+    of :func:`own_services` (Redis: its database).
 
     Parameters:
       broker(str): ``"rabbitmq"`` or ``"redis"``.
       settings(str): More variables, such as ``dramatiq_prom_db``.
     """
+    own_services()
     env = dict(os.environ, **settings)
     env.pop("REDIS", None)
     if broker == "redis":
-        env.update(REDIS="1", REDIS_URL="redis://127.0.0.1:6379/14")
+        env.update(REDIS="1", REDIS_URL=os.environ["CRAWLER_TEST_REDIS_URL"])
     return env
 
 
+def own_services() -> None:
+    """Point this process at services of the benchmark's own (a Memcached and a Redis on
+    free ports, a RabbitMQ virtual host), removed when it exits; inside a test session,
+    at the session's.  A benchmark empties them between runs, never the user's."""
+    if os.environ.get("CRAWLER_OWN_SERVICES") == "1":
+        return
+    sys.path.insert(0, str(ROOT))
+    from tests import private_services
+
+    atexit.register(private_services.start())
+
+
 def flush_services(env: dict[str, str]) -> None:
-    """Empty Memcached and the broker ``env`` points at, for a crawl that starts afresh.
+    """Empty Memcached and the broker ``env`` points at (the benchmark's own, from
+    :func:`own_services`), for a crawl that starts afresh.
 
     Parameters:
       env(dict): An environment from :func:`broker_env`.
     """
-    client_of(["127.0.0.1"]).flush_all()
+    assert env.get("CRAWLER_OWN_SERVICES") == "1", "own_services() first: never the user's"
+    client_of(env["MEMCACHED_SERVERS"].split(",")).flush_all()
     if env.get("REDIS") == "1":
         redis.Redis.from_url(env["REDIS_URL"]).flushdb()
     else:

@@ -47,6 +47,9 @@ class Stores:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._opened: tuple[StorePool, RateLimiterBackend, WarcFiles] | None = None
+        # Read now: a variable that cannot be read stops a worker as it starts, naming it.
+        self._dedup_url = dedup_url()
+        self._warc = (warc_max_bytes(), warc_directory())
 
     def keep_in_memory(self, warc_root: Path | None = None) -> None:
         """``--local``: claims, counters and rate limits in this process; WARC files
@@ -58,13 +61,13 @@ class Stores:
         with self._lock:
             if self._opened is not None:
                 raise RuntimeError("the stores are in use already: keep them in memory first")
-            files = WarcFiles(warc_max_bytes(), root=warc_root or warc_directory())
+            files = WarcFiles(self._warc[0], root=warc_root or self._warc[1])
             self._opened = (MemoryPool(), StubBackend(), files)  # type: ignore[no-untyped-call]
 
     def _stores(self) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
         with self._lock:
             if self._opened is None:
-                self._opened = _from_environment()
+                self._opened = _from_environment(self._dedup_url, *self._warc)
             return self._opened
 
     @property
@@ -84,12 +87,13 @@ class Stores:
         return self.memcache_pool.reserve()
 
 
-def _from_environment() -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
+def _from_environment(
+    url: str | None, warc_max: int, warc_root: Path | None
+) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
     from crawler.stores import memcached
     from crawler.stores import redis as redis_stores
 
-    files = WarcFiles(warc_max_bytes(), root=warc_directory())
-    url = dedup_url()
+    files = WarcFiles(warc_max, root=warc_root)
     if url is not None:  # DEDUP_URL=redis://...: claims and rate limits in Redis
         redis_pool, backend = redis_stores.stores(url)
         return redis_pool, backend, files
