@@ -15,7 +15,7 @@ from crawler.stores.memcached import client_of
 #: Clock ticks per second, the unit of the CPU times in ``/proc/<pid>/stat``.
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: Where Dramatiq's Prometheus middleware serves the workers' metrics.
-METRICS_URL = "http://127.0.0.1:9191/metrics"
+METRICS_URL = "http://127.0.0.1:{port}/metrics"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -65,7 +65,8 @@ def read_metrics(timeout: float) -> str:
     Parameters:
       timeout(float): Seconds to wait for the answer.
     """
-    with urllib.request.urlopen(METRICS_URL, timeout=timeout) as response:
+    port = os.environ.get("dramatiq_prom_port", "9191")  # noqa: SIM112 (Dramatiq's spelling)
+    with urllib.request.urlopen(METRICS_URL.format(port=port), timeout=timeout) as response:
         return str(response.read().decode())
 
 
