@@ -65,7 +65,8 @@ def shares(samples: Path) -> Counter[str]:
     for path in samples.glob("*.txt"):
         for line in path.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
-            counted[part_of(stack)] += int(count)
+            if stack and count.isdigit():  # a stack and its samples; py-spy's notes aside
+                counted[part_of(stack)] += int(count)
     return counted
 
 
