@@ -32,7 +32,7 @@ from crawler.middleware import Recorder
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
 from crawler.records import Record, kwargs_of
-from crawler.stores import STORE_ERRORS
+from crawler.stores import STORE_ERRORS, StorePool
 
 #: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
 #: seeder reads batches (:class:`crawler.tracking.record_queue.Batches`).
@@ -70,7 +70,7 @@ def patiently(deadline: float) -> Callable[[Callable[[], T]], T]:
 
 def keep_books(
     broker: dramatiq.Broker,
-    pool: Any,
+    pool: StorePool,
     lifetimes: Lifetimes,
     *,
     publish: Publish | None = None,
@@ -108,7 +108,7 @@ def keep_books(
 
 
 def settle(
-    pool: Any,
+    pool: StorePool,
     lifetimes: Lifetimes,
     publish: Publish | None,
     on_unsent: Unsent | None = None,

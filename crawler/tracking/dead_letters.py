@@ -24,6 +24,7 @@ from crawler.errors import InvalidMessage
 from crawler.frontier import claims, counters
 from crawler.messages import check_call
 from crawler.records import kwargs_of, url_of
+from crawler.stores import StorePool
 
 #: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
 #: the bare ``crawl(url)`` messages of upstream, which belong to none.
@@ -56,7 +57,7 @@ def listing(broker: dramatiq.Broker, queue: str, crawl_id: str) -> list[Message]
 
 
 def replay(
-    broker: dramatiq.Broker, queue: str, crawl_id: str, pool: Any, lifetimes: Lifetimes
+    broker: dramatiq.Broker, queue: str, crawl_id: str, pool: StorePool, lifetimes: Lifetimes
 ) -> tuple[list[Message], list[tuple[Message, str]]]:
     """Send the crawl's dead letters again and take them off the dead-letter queue; each
     URL's claim is its message's again (``lifetimes`` long), to be finished anew.

@@ -24,7 +24,7 @@ from crawler.outcomes import (
     summary,
 )
 from crawler.records import RecordFile, url_of
-from crawler.stores import STORE_ERRORS
+from crawler.stores import STORE_ERRORS, StorePool
 from crawler.tracking import dead_letters as dead_letter_queue
 from crawler.tracking import record_queue
 from crawler.tracking.progress import Progress
@@ -37,7 +37,7 @@ EVICTION_CHECK = 2.0
 
 def seed(
     actor: dramatiq.Actor[Any, Any],
-    pool: Any,
+    pool: StorePool,
     lifetimes: Lifetimes,
     messages: list[dramatiq.Message[Any]],
     options: CrawlOptions,
@@ -73,7 +73,7 @@ def seed(
 
 
 def follow(
-    pool: Any,
+    pool: StorePool,
     crawl_id: str,
     seeds: list[str],
     reader: record_queue.Reader,
@@ -150,7 +150,7 @@ def follow(
     return 1 if progress.failures else 0
 
 
-def status(pool: Any, crawl_id: str) -> int:
+def status(pool: StorePool, crawl_id: str) -> int:
     """Print a crawl's figures; 2 when the crawl is unknown."""
     figures = _figures(pool, crawl_id, required=False)
     if figures is None:
@@ -171,7 +171,7 @@ def status(pool: Any, crawl_id: str) -> int:
     return 0
 
 
-def cancel(pool: Any, crawl_id: str, lifetimes: Lifetimes) -> int:
+def cancel(pool: StorePool, crawl_id: str, lifetimes: Lifetimes) -> int:
     """``--cancel``: the crawl's messages end without a fetch from now on; 2 when the
     crawl is unknown."""
     if _figures(pool, crawl_id, required=False) is None:
@@ -189,7 +189,7 @@ def cancel(pool: Any, crawl_id: str, lifetimes: Lifetimes) -> int:
 def dead_letters(
     broker: dramatiq.Broker,
     queue: str,
-    pool: Any,
+    pool: StorePool,
     lifetimes: Lifetimes,
     crawl_id: str,
     *,
@@ -222,7 +222,7 @@ def _unknown(crawl_id: str) -> int:
     return 2
 
 
-def _figures(pool: Any, crawl_id: str, *, required: bool = True) -> Any:
+def _figures(pool: StorePool, crawl_id: str, *, required: bool = True) -> Any:
     with pool.reserve() as client:
         figures = counters.read(client, crawl_id)
     if figures is None and required:
