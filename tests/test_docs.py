@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from crawler import cli, records
-from crawler.cli import commands
+from crawler import command as commands
 from tests.site_server import Page, SiteServer, html
 from tests.workers import BIN, PROJECT_ROOT, environment
 
