@@ -16,21 +16,26 @@ from tests.workers import PROJECT_ROOT
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 
 
-@pytest.mark.parametrize("version", ["3.10", "3.12", "3.13", "3.14"])
-def test_every_runtime_dependency_resolves_to_wheels_on_cpython(
-    version: str, tmp_path: Path
-) -> None:
+def wheels_for(version: str, destination: Path, *requirements: str) -> None:
+    """``pip download`` of ``requirements``, wheels only, for CPython ``version`` on
+    Linux x86-64; the test fails with pip's words when one has none."""
     platforms = [argument for platform in PLATFORMS for argument in ("--platform", platform)]
     result = subprocess.run(
         [
             sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
             "--only-binary=:all:", "--implementation", "cp", "--python-version", version,
-            *platforms, "--dest", str(tmp_path), "-r", str(PROJECT_ROOT / "requirements.txt"),
+            *platforms, "--dest", str(destination), *requirements,
         ],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.12", "3.13", "3.14"])
+def test_every_runtime_dependency_resolves_to_wheels_on_cpython(
+    version: str, tmp_path: Path
+) -> None:
+    wheels_for(version, tmp_path, "-r", str(PROJECT_ROOT / "requirements.txt"))
     downloaded = {path.name.split("-")[0].lower() for path in tmp_path.iterdir()}
     assert {"pymemcache", "google_re2", "dramatiq", "selectolax"} <= downloaded
     assert not any(path.suffix != ".whl" for path in tmp_path.iterdir())
@@ -48,17 +53,7 @@ def the_test_extra() -> list[str]:
 def test_each_test_tool_is_a_wheel_on_cpython(version: str, tmp_path: Path) -> None:
     requirements = the_test_extra()
     assert "pytest-xdist>=3.5" in requirements and len(requirements) >= 8
-    platforms = [argument for platform in PLATFORMS for argument in ("--platform", platform)]
-    result = subprocess.run(
-        [
-            sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-            "--only-binary=:all:", "--implementation", "cp", "--python-version", version,
-            *platforms, "--no-deps", "--dest", str(tmp_path), *requirements,
-        ],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-
-    assert result.returncode == 0, result.stderr[-3000:]
+    wheels_for(version, tmp_path, "--no-deps", *requirements)
     assert not any(path.suffix != ".whl" for path in tmp_path.iterdir())
 
 
