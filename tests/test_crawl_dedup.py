@@ -58,6 +58,8 @@ def test_crawl_id_adds_seeds_to_a_crawl_without_fetching_its_pages_again(
     assert added.stdout.startswith(f"crawl {crawl_id} seeded with 4 more URL(s)")
     assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)} | dict.fromkeys(extra, 1)
     assert "3 pages fetched" in added.stdout and "1 skipped as duplicates" in added.stdout
+    seen = f"{site.url(page_path(5))} was crawled in crawl {crawl_id} already: not fetched again."
+    assert seen in added.stdout.splitlines()
     assert f": finished: {PAGES + 3} pages fetched, " in status.stdout
     assert unknown.returncode == 2
     store = "Redis" if dedup_env else "Memcached"

@@ -18,6 +18,7 @@ from crawler.options import CrawlOptions
 from crawler.outcomes import (
     CANCELLED,
     DEFERRED,
+    DUPLICATE,
     RETRYING,
     WRITTEN,
     eviction_warning,
@@ -96,6 +97,7 @@ def follow(
     written: set[str] = set()
     expected: set[str] = set(seeds)
     ended: set[str] = set()
+    seen_before: set[str] = set()  # seeds the crawl had crawled already (--crawl-id)
     interrupted = False
     next_eviction_check = 0.0
     try:
@@ -106,6 +108,8 @@ def follow(
                         if record["message_id"] in ended:
                             continue  # sent again by a worker that died before it acknowledged
                         ended.add(record["message_id"])
+                        if record["message_id"] in seeds and record["outcome"] == DUPLICATE:
+                            seen_before.add(record["url"])
                         expected.update(record.pop("sent", ()))
                         if record["outcome"] in WRITTEN and record["url"] not in written:
                             written.add(record["url"])
@@ -142,6 +146,8 @@ def follow(
         if output is not None:
             output.close()
     print(progress.summary(interrupted=interrupted), flush=True)
+    for url in sorted(seen_before):
+        print(f"{url} was crawled in crawl {crawl_id} already: not fetched again.", flush=True)
     if interrupted:
         print(f"The crawl goes on; see it with --status {crawl_id}", flush=True)
         return 130
