@@ -10,6 +10,7 @@ exits non-zero.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import socket
@@ -100,6 +101,8 @@ def main() -> int:
         subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
         if wait_for(host, port, seconds=60):
             del missing[name]
+    if not glob.glob(URL_TEST_DATA):
+        apt_install("librust-url-dev")  # ships the web-platform-tests' URL test data
     for name, (host, port) in missing.items():
         print(
             f"services: {name} does not answer at {host}:{port}, and neither a Docker engine "
@@ -111,6 +114,8 @@ def main() -> int:
     return 1 if missing else 0
 
 
+#: The web-platform-tests' URL test data, as Debian's Rust ``url`` crate ships it.
+URL_TEST_DATA = "/usr/share/cargo/registry/url-*/tests/urltestdata.json"
 PACKAGES = {"rabbitmq": "rabbitmq-server", "redis": "redis-server", "memcached": "memcached"}
 
 if __name__ == "__main__":

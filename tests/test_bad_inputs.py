@@ -30,6 +30,7 @@ from crawler.frontier import politeness, scope
 from crawler.links.canonical import canonical_url
 from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions
+from crawler.stores import memory
 from crawler.stores.memory import MemoryClient
 from tests import faults
 from tests.site_server import Page, SiteServer, html
@@ -212,7 +213,6 @@ def test_canonical_url_refuses_an_invalid_port_instead_of_dropping_it(
         ("http://a..b/", "Host name 'a..b' has an empty label"),
         ("http://.a/", "Host name '.a' has an empty label"),
         ("http://a.b../", "Host name 'a.b..' has an empty label"),
-        ("http:///path", "No host name"),
     ],
 )
 def test_canonical_url_refuses_a_host_name_that_can_never_be_valid(url: str, reason: str) -> None:
@@ -365,46 +365,72 @@ def test_a_crawl_gives_up_at_once_on_hosts_that_cannot_resolve_or_be_requested(
 # Item 5: a slow robots.txt must not lose the host.
 
 
-def test_a_dripping_robots_txt_is_given_up_at_the_fetch_deadline_and_every_page_is_fetched(
+def test_a_dripping_robots_txt_is_unreachable_so_its_pages_wait_and_are_given_up_loudly(
     site: SiteServer,
 ) -> None:
+    """RFC 9309 §2.3.1.4: a robots.txt that cannot be reached (here: cut at the fetch
+    deadline) disallows the whole host until it answers; its pages are retried, then
+    given up with the reason, never fetched against rules nobody could read."""
     held: list[float] = []
     site.behaviors["/robots.txt"] = faults.slow_drip(held, size=100, interval=2.0)
-    pages = [f"/{i}.html" for i in range(1, 6)]
-    site.pages["/"] = html(*(site.url(path) for path in pages))
-    site.pages.update({path: html() for path in pages})
+    site.pages["/"] = html(site.url("/1.html"))
 
     result = crawl_locally(
         site.url("/"), "--obey-robots", env={"CRAWLER_FETCH_DEADLINE": "1.5"}, timeout=90
     )
 
-    assert site.fetch_counts() == {"/robots.txt": 1, "/": 1, **dict.fromkeys(pages, 1)}
-    assert result.returncode == 0, result.stderr
-    robots, first_page = sorted(site.requests, key=lambda request: request.time)[:2]
-    assert (robots.path, first_page.path) == ("/robots.txt", "/")
-    assert first_page.time - robots.time < 1.5 + 1.0
+    assert "/" not in site.fetch_counts()
+    assert result.returncode == 1, result.stderr
     assert (
-        f"Could not read {site.url('/robots.txt')} (the fetch took longer than 1.5s); "
-        "allowing every page."
+        f"Could not reach {site.url('/robots.txt')} (the fetch took longer than 1.5s); "
+        "its host's pages wait until it answers."
     ) in result.stderr
-    assert ": 6 pages fetched" in result.stdout
+    assert f"Giving up on URL {site.url('/')!r} after 4 attempts" in result.stderr
+    assert ": 0 pages fetched" in result.stdout and "1 failed." in result.stdout
 
 
-def test_an_unreadable_robots_txt_allows_every_page_with_one_warning(
+def test_a_robots_txt_answering_503_then_200_holds_the_pages_until_it_answers(
+    site: SiteServer,
+) -> None:
+    rules = Page(b"User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    site.behaviors["/robots.txt"] = faults.failing_then(rules, failures=1, fail=faults.status(503))
+    site.pages["/"] = html(site.url("/1.html"), site.url("/private"))
+    site.pages["/1.html"] = html()
+    site.pages["/private"] = html()
+
+    backoff = {"CRAWLER_LOCAL_MIN_BACKOFF_MS": "1100", "CRAWLER_LOCAL_MAX_BACKOFF_MS": "2000"}
+    result = crawl_locally(site.url("/"), "--obey-robots", env=backoff, timeout=90)
+
+    assert result.returncode == 0, result.stderr
+    assert site.fetch_counts() == {"/robots.txt": 2, "/": 1, "/1.html": 1}
+    first_page = min(r.time for r in site.requests if r.path == "/")
+    assert all(r.time < first_page for r in site.requests if r.path == "/robots.txt")
+
+
+def test_an_unreachable_robots_txt_is_remembered_briefly_with_one_warning(
     site: SiteServer, session: requests.Session, caplog: pytest.LogCaptureFixture
 ) -> None:
     site.behaviors["/robots.txt"] = faults.status(503)
     client = MemoryClient()
 
     with caplog.at_level(logging.INFO, logger="example"):
-        robots = politeness.robots_for(
+        first = politeness.robots_for(
             client, session, site.url("/page"), "test-agent", limits=Limits()
         )
+        again = politeness.robots_for(
+            client, session, site.url("/other"), "test-agent", limits=Limits()
+        )
 
-    assert robots.can_fetch(site.url("/page"), "test-agent")
+    assert isinstance(first, politeness.Unreachable) and isinstance(again, politeness.Unreachable)
+    with pytest.raises(TransientError, match="HTTP 503 Service Unavailable"):
+        politeness.reachable(again)
+    assert site.fetch_counts() == {"/robots.txt": 1}  # the second page asked the store
+    key = politeness.robots_key(site.url("/"))
+    expires = client._items[key][1]  # the store's own clock: remembered briefly, not an hour
+    assert 0 < expires - memory._now() <= politeness.ROBOTS_UNREACHABLE_TTL
     assert caplog.messages == [
-        f"Could not read {site.url('/robots.txt')} (HTTP 503 Service Unavailable); "
-        "allowing every page."
+        f"Could not reach {site.url('/robots.txt')} (HTTP 503 Service Unavailable); "
+        "its host's pages wait until it answers."
     ]
 
 
@@ -412,8 +438,10 @@ def test_a_missing_robots_txt_allows_every_page_without_a_warning(
     site: SiteServer, session: requests.Session, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="example"):
-        robots = politeness.robots_for(
-            MemoryClient(), session, site.url("/page"), "test-agent", limits=Limits()
+        robots = politeness.reachable(
+            politeness.robots_for(
+                MemoryClient(), session, site.url("/page"), "test-agent", limits=Limits()
+            )
         )
 
     assert robots.can_fetch(site.url("/page"), "test-agent")
@@ -429,8 +457,8 @@ def test_a_huge_robots_txt_is_read_up_to_its_cap_as_google_does(
     body = rules + filler * (politeness.ROBOTS_MAX_BYTES // len(filler) + 10)
     site.pages["/robots.txt"] = Page(body + b"Disallow: /too-late\n", content_type="text/plain")
 
-    robots = politeness.robots_for(
-        MemoryClient(), session, site.url("/"), "test-agent", limits=Limits()
+    robots = politeness.reachable(
+        politeness.robots_for(MemoryClient(), session, site.url("/"), "test-agent", limits=Limits())
     )
 
     assert not robots.can_fetch(site.url("/private"), "test-agent")

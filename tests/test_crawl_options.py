@@ -10,6 +10,8 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import pytest
+
 from crawler.options import DEFAULT_USER_AGENT
 from tests.site_server import Page, SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES
@@ -212,6 +214,7 @@ def test_max_pages_50_fetches_at_most_50(
     assert workers.count("budget is spent") > 0
 
 
+@pytest.mark.serial  # a request's arrival time is what it checks: no other test's load
 def test_max_rate_20_keeps_every_second_under_20_and_loses_nothing(
     site: SiteServer, rabbitmq_env: dict[str, str], dedup_env: dict[str, str]
 ) -> None:

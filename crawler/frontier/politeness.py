@@ -29,10 +29,15 @@ from crawler.stores import StorePool, Stores
 
 logger = logging.getLogger("example")
 
-#: How long a host's robots.txt is trusted, in seconds.
+#: How long a host's robots.txt is trusted, in seconds (RFC 9309: at most 24 hours).
 ROBOTS_TTL = 3600
-#: How much of a robots.txt is read at most (Google reads 500 KiB).
+#: How long a robots.txt that could not be reached (a 5xx, 429, a timeout, a refused
+#: connection) is remembered so, in seconds, before the next page of the host asks again.
+ROBOTS_UNREACHABLE_TTL = 1
+#: How much of a robots.txt is read at most (RFC 9309: at least 500 KiB).
 ROBOTS_MAX_BYTES = 500 * 1024
+#: What the store holds for an unreachable robots.txt: this, then why.
+_UNREACHABLE = b"\x00unreachable:"
 #: How much longer than a fetch's deadline a worker waits for another one fetching
 #: the same robots.txt: time for that one to store what it read.
 ROBOTS_WAIT_MARGIN = 0.5
@@ -94,8 +99,10 @@ def check(
     """
     crawl_delay = None
     if options.obey_robots:
-        robots = robots_for(
-            client, session, url, options.user_agent, limits=limits, via_public=via_public
+        robots = reachable(
+            robots_for(
+                client, session, url, options.user_agent, limits=limits, via_public=via_public
+            )
         )
         if not robots.can_fetch(url, options.user_agent):
             return DISALLOWED
@@ -246,6 +253,32 @@ def robots_wait(limits: Limits) -> float:
     return min(limits.fetch_deadline + ROBOTS_WAIT_MARGIN, ACTOR_TIME_LIMIT - ROBOTS_WAIT_MARGIN)
 
 
+class Unreachable:
+    """A robots.txt that could not be reached (RFC 9309 §2.3.1.4): the host's pages are
+    all disallowed until it answers, so their messages fail and are retried later.
+
+    Parameters:
+      address(str): The robots.txt's URL.
+      reason(str): Why it could not be read.
+    """
+
+    def __init__(self, address: str, reason: str) -> None:
+        self.address, self.reason = address, reason
+
+    def error(self) -> TransientError:
+        return TransientError(
+            f"{self.address} could not be reached ({self.reason}): the host's pages wait"
+            " until it answers"
+        )
+
+
+def reachable(robots: Protego | Unreachable) -> Protego:
+    """The rules, or the :class:`TransientError` that retries the page later."""
+    if isinstance(robots, Unreachable):
+        raise robots.error()
+    return robots
+
+
 def robots_for(
     client: Any,
     session: requests.Session,
@@ -254,8 +287,11 @@ def robots_for(
     *,
     limits: Limits,
     via_public: bool = False,
-) -> Protego:
-    """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the store.
+) -> Protego | Unreachable:
+    """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the
+    store, as RFC 9309 reads them: a 2xx answer's first 500 KiB; a 4xx answer (no
+    robots.txt) allows everything; a 5xx or 429 answer, a timeout or a failed connection
+    is :class:`Unreachable`, remembered for ``ROBOTS_UNREACHABLE_TTL`` seconds.
 
     Parameters:
       client(MemcachedClient): The dedup store, where the rules are shared for an hour.
@@ -270,13 +306,18 @@ def robots_for(
     body = client.get(key)
     if body is None and client.add(key + ":lock", 1, time=math.ceil(wait)):
         body = _fetch_robots(session, robots_url(url), user_agent, limits, via_public)
-        client.set(key, body, time=ROBOTS_TTL)
+        unreachable = body.startswith(_UNREACHABLE)
+        client.set(key, body, time=ROBOTS_UNREACHABLE_TTL if unreachable else ROBOTS_TTL)
+        if unreachable:
+            client.delete(key + ":lock")  # the next ask after the TTL fetches it again
     deadline = time.monotonic() + wait
     while body is None and time.monotonic() < deadline:
         time.sleep(0.05)  # another worker is fetching it; there is no event to wait on
         body = client.get(key)
     if body is None:  # the other worker died meanwhile: fetch it here, uncached
         body = _fetch_robots(session, robots_url(url), user_agent, limits, via_public)
+    if body.startswith(_UNREACHABLE):
+        return Unreachable(robots_url(url), body[len(_UNREACHABLE) :].decode("utf-8", "replace"))
     return Protego.parse(body.decode("utf-8", "replace"))
 
 
@@ -289,16 +330,22 @@ def _fetch_robots(
     session: requests.Session, address: str, user_agent: str, limits: Limits, via_public: bool
 ) -> bytes:
     """At most ``ROBOTS_MAX_BYTES`` of a robots.txt, fetched within a page's deadline and
-    caps so a slow one cannot hold the message past the actor's time limit.
+    caps (redirects followed as a page's) so a slow one cannot hold the message past the
+    actor's time limit; ``_UNREACHABLE`` and why when it could not be reached.
 
-    A missing robots.txt (a 4xx answer) allows everything, as the convention says;
-    so does one that cannot be read, with a warning.
+    A missing robots.txt (a 4xx answer) allows everything, as RFC 9309 says; so does one
+    refused for good otherwise (the network guard), with a warning.
     """
     try:
         with fetch(session, address, limits, user_agent, via_public=via_public) as fetched:
             return read_body(fetched, limits, truncate_at=ROBOTS_MAX_BYTES)
-    except (PermanentError, TransientError) as e:
-        if isinstance(e, PermanentError) and e.status is not None:  # fetch's 4xx answers
+    except TransientError as e:  # 5xx, 429, timeouts, connections: RFC 9309's unreachable
+        logger.warning(
+            "Could not reach %s (%s); its host's pages wait until it answers.", address, e
+        )
+        return _UNREACHABLE + str(e).encode("utf-8", "replace")
+    except PermanentError as e:
+        if e.status is not None:  # fetch's 4xx answers
             logger.info("No robots.txt at %s (%s); allowing every page.", address, e)
         else:
             logger.warning("Could not read %s (%s); allowing every page.", address, e)

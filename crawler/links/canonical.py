@@ -1,19 +1,25 @@
-"""One spelling per URL, so dedup sees ``HTTP://Host:80/a%7e`` and ``http://host/a~`` as one.
+"""One spelling per URL, as browsers build it, so dedup sees ``HTTP://Host:80/a%7e``
+and ``http://host/a~`` as one.
 
-A URL that names no server anyone could reach (a port out of range or 0, a host
-name no resolver accepts) raises ``ValueError`` here, where a page's links are
-parsed one by one, rather than being rewritten into a URL the link never named.
+URLs are parsed and serialised by the WHATWG URL Standard (ada, a conformant parser:
+the web-platform-tests URL data is the reference), with two steps of the crawler's
+own: no fragment (it is never sent), and percent-escapes of unreserved characters
+decoded, the others' hex digits upper-cased (RFC 3986 6.2.2), so that
+``/a%7e`` and ``/a~`` are one page.  A URL that names no server anyone could reach (a
+port 0, a host name DNS cannot carry) raises ``ValueError`` here, where a page's links
+are parsed one by one, rather than failing each fetch.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+import ada_url
 
 from crawler.links.cleaning import CACHE_SIZE
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
 #: The longest host name and host name label DNS can carry (RFC 1035 2.3.4), in
 #: characters, without the optional trailing dot.
 MAX_HOST_LENGTH = 253
@@ -21,53 +27,81 @@ MAX_LABEL_LENGTH = 63
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 #: A URL that is canonical as it is written (most links are): lower-case scheme and
-#: host of labels DNS can carry, a path, no escapes, no fragment, no empty query; a
-#: port and the host's total length are checked apart.
+#: host of labels DNS can carry, a path without dot segments, no escapes, no
+#: fragment, no empty query; a port and the host's total length are checked apart.
 _PLAIN = re.compile(
-    r"(https?)://[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*(?::([1-9][0-9]{0,4}))?"
-    r"/[\w\-.~!$&'()*+,;=:@/]*(?:\?[\w\-.~!$&'()*+,;=:@/?]+)?",
+    r"(https?)://(?:[a-z0-9-]{1,63}\.)*([a-z0-9-]{1,63})(?::([1-9][0-9]{0,4}))?"
+    r"/[\w\-.~!$&'()*+,;=:@/]*(?:\?[\w\-.~!$&()*+,;=:@/?]+)?",  # a query's ' is escaped
     re.ASCII,
 )
+#: A host's last label that makes it an IPv4 address to the URL Standard.
+_NUMBER = re.compile(r"[0-9]+|0x[0-9a-f]*")
 #: Where a plain URL's path begins at most for its host to be within MAX_HOST_LENGTH:
 #: past ``http://`` and the host (and any port).
 _PLAIN_PATH_START = len("http://") + MAX_HOST_LENGTH
+DEFAULT_PORTS = {"http": 80, "https": 443}
+#: ada's kind of host that is a domain name (not an IPv4 or IPv6 address).
+_DOMAIN = ada_url.HostType.DEFAULT
 
 
 @lru_cache(maxsize=CACHE_SIZE)  # the same links come up page after page
 def canonical_url(url: str) -> str:
-    """Lower-case scheme and host, no default port, no fragment, an empty path as ``/``,
-    and percent-escapes normalised (RFC 3986 6.2.2); the query keeps its order.
+    """The URL as the WHATWG URL Standard serialises it (lower-case scheme and host,
+    IDNA, IPv4 and IPv6 addresses in their one form, no default port, dot segments
+    resolved, ``\\`` read as ``/``, tabs and newlines dropped), without its fragment
+    and with escapes of unreserved characters decoded.
 
-    Raises ``ValueError`` for a URL that cannot be parsed or names no reachable
-    server: a malformed host, a port that is not a number from 1 to 65535, a host
-    name with an empty label or a label or total length DNS cannot carry.
+    Raises ``ValueError`` for a URL the standard refuses, a port 0, or a host name
+    with a label or total length DNS cannot carry.
     """
     plain = _PLAIN.fullmatch(url)
     # The host ends where the path begins, found only for the rare long URL.
-    if plain and (len(url) <= _PLAIN_PATH_START or url.find("/", 8) <= _PLAIN_PATH_START):
-        port = plain.group(2)
+    if (
+        plain
+        and "/." not in url
+        and not _NUMBER.fullmatch(plain.group(2))  # the host is an IPv4 address: parse it
+        and (len(url) <= _PLAIN_PATH_START or url.find("/", 8) <= _PLAIN_PATH_START)
+    ):
+        port = plain.group(3)
         if port is None or (int(port) <= 65535 and int(port) != DEFAULT_PORTS[plain.group(1)]):
             return url
     return _canonicalise(url)
 
 
 def _canonicalise(url: str) -> str:
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    elif host or scheme in DEFAULT_PORTS:
-        check_host_name(host)
-    port = parts.port  # raises ValueError unless a number from 0 to 65535
-    if port == 0:
+    try:
+        parsed = ada_url.URL(url)
+    except ValueError:
+        raise ValueError(_why_not(url)) from None
+    if parsed.port == "0":
         raise ValueError("Port 0 is reserved: no server listens on it")
-    netloc = host if port in (None, DEFAULT_PORTS.get(scheme)) else f"{host}:{port}"
-    if parts.username is not None:
-        userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
-        netloc = f"{userinfo}@{netloc}"
-    path = _normalise_escapes(parts.path) or "/"
-    return urlunsplit((scheme, netloc, path, _normalise_escapes(parts.query), ""))
+    if parsed.host_type == _DOMAIN and parsed.protocol in ("http:", "https:"):
+        check_host_name(parsed.hostname)
+        for label in parsed.hostname.split("."):
+            if label.startswith("xn--") and ada_url.idna_to_unicode(label) == label:
+                raise ValueError(f"Host name label {label!r} is not valid punycode")
+    if parsed.hash:
+        parsed.hash = ""
+    href: str = parsed.href
+    if "%" not in href:
+        return href
+    scheme, separator, rest = href.partition("://")
+    authority, slash, tail = rest.partition("/")
+    path, question, query = tail.partition("?")
+    path, query = _normalise_escapes(path), _normalise_escapes(query)
+    return f"{scheme}{separator}{authority}{slash}{path}{question}{query}"
+
+
+def _why_not(url: str) -> str:
+    """Why the URL Standard refuses ``url``, in words: urllib's, where it can say."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises for a port that is no number from 0 to 65535)
+        if not parts.hostname:
+            return "No host name"
+    except ValueError as e:
+        return str(e)
+    return "Not a URL by the WHATWG URL Standard"
 
 
 def check_host_name(host: str) -> None:

@@ -6,13 +6,17 @@ import html
 import re
 import string
 from functools import lru_cache
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 #: Printable ASCII stays as written; anything else (spaces, controls, non-ASCII
 #: bytes) is percent-encoded, as a browser does before it sends a request.
 _KEEP = string.punctuation
 
 
+#: What the URL Standard removes from anywhere in a URL before parsing it.
+_TAB_AND_NEWLINE = str.maketrans("", "", "\t\n\r")
+#: What the URL Standard strips from either end of a URL.
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
 #: URLs whose cleaning is remembered; a site's menus link every page to the same few.
 CACHE_SIZE = 1024
 #: An href that cleaning leaves as it is: printable ASCII with no space, no entity
@@ -35,15 +39,17 @@ def clean_anchor(raw: bytes) -> str:
 
 def clean_href(text: str, encoding: str = "utf-8") -> str:
     """An ``href`` whose entities are decoded already, percent-encoded, without fragment;
-    a host name that is not ASCII is IDNA-encoded (``bücher.de`` -> ``xn--bcher-kva.de``).
+    a host name that is not ASCII is percent-encoded, for the URL parser to map it by
+    IDNA (``bücher.de`` -> ``xn--bcher-kva.de``).
 
     The path is UTF-8 encoded; the query in the page's ``encoding``, as browsers send it
     (a character that encoding lacks becomes ``&#N;``, as browsers write it).
     """
-    text = text.partition("#")[0]  # the fragment is never sent
     if text.isascii() and text.isprintable() and " " not in text:
-        return text  # most hrefs: nothing to encode
-    path, question, query = _idna_host(text.strip()).partition("?")
+        return text.partition("#")[0]  # most hrefs: nothing to encode; no fragment is sent
+    # As the URL Standard reads it: no C0 control or space around it, no tab or newline in it.
+    text = text.strip(_C0_AND_SPACE).translate(_TAB_AND_NEWLINE).partition("#")[0]
+    path, question, query = text.partition("?")
     url = quote(path.encode("utf-8", "surrogateescape"), safe=_KEEP)
     if question:
         url += question + _quoted_query(query, encoding)
@@ -63,16 +69,3 @@ def _quoted_query(query: str, encoding: str) -> str:
         except UnicodeEncodeError:
             parts.append(quote(f"&#{ord(character)};", safe=""))
     return "".join(parts)
-
-
-def _idna_host(text: str) -> str:
-    try:
-        parts = urlsplit(text)
-        if parts.netloc.isascii() or not parts.hostname:
-            return text
-        host = parts.hostname.encode("idna").decode("ascii")
-    except (ValueError, UnicodeError):
-        return text
-    netloc = parts.netloc.rpartition("@")
-    hostport = netloc[2].lower().replace(parts.hostname, host, 1)
-    return urlunsplit(parts._replace(netloc=netloc[0] + netloc[1] + hostport))

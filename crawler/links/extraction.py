@@ -11,8 +11,8 @@ import codecs
 import re
 from contextlib import suppress
 from functools import lru_cache
-from urllib.parse import urljoin
 
+import ada_url
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.links.cleaning import clean_href
@@ -78,8 +78,8 @@ def html_links(body: bytes, page_url: str, content_type: str | None = None) -> l
     base = page_url
     base_tag = tree.css_first("base[href]")
     if base_tag is not None:
-        with suppress(ValueError):
-            base = urljoin(page_url, (base_tag.attributes.get("href") or "").strip())
+        with suppress(ValueError):  # a <base href> the standard refuses is ignored, as browsers do
+            base = ada_url.join_url(page_url, clean_href(base_tag.attributes.get("href") or ""))
     hrefs = (anchor.attributes.get("href") for anchor in tree.css("a[href]"))
     return [_resolve(base, clean_href(href, encoding)) for href in hrefs if href is not None]
 
@@ -106,17 +106,15 @@ def _join_in_directory(directory: str, href: str) -> str:
 
 
 def _join(base: str, href: str) -> str:
-    """``urljoin(base, href)``; for an ``href`` it cannot parse, the same join done by hand.
-
-    urljoin fails only on a malformed authority (``//[::1``), which only an absolute
-    href or a network-path one (``//host/...``) has; RFC 3986 5.2.2 resolves the first
-    to itself and the second to the base's scheme followed by the href.  The scheme is
-    lower-cased, as urljoin does.
-    """
+    """``href`` resolved against ``base`` by the WHATWG URL Standard.  An ``href`` the
+    standard refuses (a malformed authority: ``//[::1``) is returned absolute, as RFC
+    3986 5.2.2 would resolve it (a network-path one gets the base's scheme), with its
+    scheme lower-cased, for the scope's check to drop it as malformed and count it."""
     try:
-        return urljoin(base, href)
+        joined: str = ada_url.join_url(base, href)
     except ValueError:
         if href.startswith("//"):
             href = base.partition(":")[0] + ":" + href
         scheme, colon, rest = href.partition(":")
         return scheme.lower() + colon + rest
+    return joined
