@@ -37,7 +37,7 @@ def test_every_runtime_dependency_resolves_to_wheels_on_cpython(
 ) -> None:
     wheels_for(version, tmp_path, "-r", str(PROJECT_ROOT / "requirements.txt"))
     downloaded = {path.name.split("-")[0].lower() for path in tmp_path.iterdir()}
-    assert {"pymemcache", "google_re2", "dramatiq", "selectolax"} <= downloaded
+    assert {"pymemcache", "google_re2", "dramatiq", "selectolax", "ada_url"} <= downloaded
     assert not any(path.suffix != ".whl" for path in tmp_path.iterdir())
 
 
