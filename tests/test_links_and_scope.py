@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import random
 
 import pytest
@@ -12,7 +13,7 @@ from crawler import example
 from crawler.brokers import QUEUE
 from crawler.frontier.scope import links_to_follow
 from crawler.links.canonical import _canonicalise, canonical_url
-from crawler.links.extraction import html_links
+from crawler.links.extraction import html_links, page_encoding
 from crawler.options import CrawlOptions
 from tests.site_server import SiteServer, html
 
@@ -99,6 +100,40 @@ def test_a_charset_no_browser_reads_a_page_in_is_taken_as_utf8(charset: str) -> 
     body = f'<meta charset="{charset}"><a href="caf\u00e9.html">1</a>'.encode()
 
     assert html_links(body, "http://h/page.html") == ["http://h/caf%C3%A9.html"]
+
+
+def test_a_byte_order_mark_decides_the_encoding_before_header_and_meta() -> None:
+    """The HTML standard's sniffing: a BOM wins over ``<meta charset=windows-1252>``
+    and over the header's charset."""
+    page = '<meta charset="windows-1252"><a href="s?q=\u00e9">1</a>'
+    body = codecs.BOM_UTF8 + page.encode("utf-8")
+
+    assert page_encoding(body, "text/html; charset=windows-1252") == "utf-8"
+    assert html_links(body, "http://h/p.html", "text/html; charset=windows-1252") == [
+        "http://h/s?q=%C3%A9"
+    ]
+    utf16 = codecs.BOM_UTF16_LE + page.encode("utf-16-le")
+    assert html_links(utf16, "http://h/p.html") == ["http://h/s?q=%C3%A9"]
+
+
+@pytest.mark.parametrize(
+    ("label", "encoding"),
+    [
+        ("latin1", "cp1252"),
+        ("ISO-8859-1", "cp1252"),
+        ("us-ascii", "cp1252"),
+        ("x-sjis", "cp932"),
+        ("gb2312", "gbk"),
+        ("unicode-1-1-utf-8", "utf-8"),
+        ("x-user-defined", "cp1252"),
+        ("iso-2022-kr", "utf-8"),  # the standard's replacement encoding: no links to read
+        ("utf-16", "utf-8"),  # in a <meta>: the page said so in ASCII
+    ],
+)
+def test_encoding_labels_are_read_by_the_whatwg_encoding_standard(
+    label: str, encoding: str
+) -> None:
+    assert page_encoding(f'<meta charset="{label}">'.encode()) == encoding
 
 
 def test_a_query_character_the_page_s_encoding_lacks_is_sent_as_its_reference() -> None:

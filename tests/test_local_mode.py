@@ -207,3 +207,20 @@ def test_progress_bar_is_drawn_on_a_terminal(site: SiteServer) -> None:
     assert crawl.returncode == 0
     assert b"\r\x1b[K" in shown
     assert b" discovered, " in shown and b" pages/s, 0 errors" in shown
+
+
+def test_an_xhtml_page_is_html_and_its_links_are_followed(site: SiteServer, tmp_path: Path) -> None:
+    site.pages["/"] = Page(
+        html(site.url("/next.html")).body, content_type="application/xhtml+xml; charset=utf-8"
+    )
+    site.pages["/next.html"] = html()
+    output = tmp_path / "records.jsonl"
+    with services_trapped() as (env, _):
+        crawl = crawl_locally(env, site.url("/"), "--output", str(output))
+        stdout, _ = crawl.communicate(timeout=60)
+
+    assert crawl.returncode == 0, stdout
+    assert {r["url"]: r["outcome"] for r in read_records(output)} == {
+        site.url("/"): "crawled",
+        site.url("/next.html"): "crawled",
+    }

@@ -516,8 +516,12 @@ def _overdue(limits: Limits) -> TransientError:
     return TransientError(f"the fetch took longer than {limits.fetch_deadline:g}s")
 
 
+#: The media types of HTML pages: HTML, and XHTML (the HTML standard's XML syntax).
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
 def is_html(response: requests.Response) -> bool:
-    return response.headers.get("content-type", "").lower().startswith("text/html")
+    return response.headers.get("content-type", "").lower().lstrip().startswith(HTML_TYPES)
 
 
 def read_body(fetched: Fetched, limits: Limits, *, truncate_at: int | None = None) -> bytes:

@@ -13,6 +13,7 @@ from contextlib import suppress
 from functools import lru_cache
 
 import ada_url
+import webencodings  # type: ignore[import-untyped]
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.links.cleaning import clean_href
@@ -25,11 +26,16 @@ _META_CHARSET = re.compile(
 #: How far into a page a browser looks for its ``<meta charset>`` (the HTML standard's
 #: prescan reads 1024 bytes).
 PRESCAN_BYTES = 1024
-#: Labels the WHATWG Encoding standard reads as another encoding: latin-1 and ASCII
-#: pages are decoded as windows-1252.
-_AS_BROWSERS_DO = {"iso8859-1": "cp1252", "ascii": "cp1252"}
-#: Text codecs Python knows that are no page's encoding (they refuse other error modes).
-_NOT_PAGE_ENCODINGS = {"idna", "punycode", "undefined", "raw-unicode-escape", "unicode-escape"}
+#: Byte-order marks, which decide a page's encoding before anything else.
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+#: Encodings of the standard that Python cannot decode with, and what the crawler reads
+#: instead: ``x-user-defined`` maps bytes 0x80-0xFF to private use characters, which no
+#: link holds; ``replacement`` stands for encodings browsers refuse to decode.
+_INSTEAD = {"x-user-defined": "cp1252", "replacement": "utf-8"}
 
 
 def _percent_escape(error: UnicodeError) -> tuple[str, int]:
@@ -44,21 +50,32 @@ codecs.register_error("crawler-percent-escape", _percent_escape)
 
 
 def page_encoding(body: bytes, content_type: str | None = None) -> str:
-    """The page's encoding as a browser picks it: the ``Content-Type`` header's
-    ``charset``, else a ``<meta>`` charset within the first 1024 bytes, else UTF-8.
-    An encoding Python does not know counts as absent."""
+    """The page's encoding as a browser picks it (the HTML standard's sniffing): a
+    byte-order mark, else the ``Content-Type`` header's ``charset``, else a ``<meta>``
+    charset within the first 1024 bytes (UTF-16 there reads as UTF-8), else UTF-8 (the
+    crawler's default, where browsers guess by locale).  Labels are read by the WHATWG
+    Encoding Standard's table (``latin1`` and ``ascii`` are windows-1252); one it does
+    not know counts as absent.  Returns a Python codec name."""
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return name
     declared = _CHARSET.search(content_type or "")
-    meta = None if declared else _META_CHARSET.search(body[:PRESCAN_BYTES])
-    label = declared.group(1) if declared else meta.group(1).decode("ascii") if meta else None
-    try:
-        info = codecs.lookup(label or "utf-8")
-    except LookupError:
-        return "utf-8"
-    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_PAGE_ENCODINGS:
-        return "utf-8"  # base64, rot13, idna...: labels no browser decodes a page with
-    if meta and info.name.startswith(("utf-16", "utf-32")):
-        return "utf-8"  # a page that can say so in ASCII is not UTF-16
-    return _AS_BROWSERS_DO.get(info.name, info.name)
+    encoding = _standard(declared.group(1)) if declared else None
+    if encoding is None:
+        meta = _META_CHARSET.search(body[:PRESCAN_BYTES])
+        encoding = _standard(meta.group(1).decode("ascii")) if meta else None
+        if encoding is not None and encoding.startswith("utf-16"):
+            encoding = "utf-8"  # a page that can say so in ASCII is not UTF-16
+    return encoding or "utf-8"
+
+
+def _standard(label: str) -> str | None:
+    """The Python codec of an encoding label, as the WHATWG Encoding Standard reads it."""
+    encoding = webencodings.lookup(label)
+    if encoding is None:
+        return None
+    name: str = encoding.codec_info.name
+    return _INSTEAD.get(encoding.name, name)
 
 
 def html_links(body: bytes, page_url: str, content_type: str | None = None) -> list[str]:
