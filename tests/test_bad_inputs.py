@@ -434,6 +434,26 @@ def test_an_unreachable_robots_txt_is_remembered_briefly_with_one_warning(
     ]
 
 
+@pytest.mark.parametrize(("hops", "allowed"), [(5, False), (6, True)])
+def test_robots_txt_is_followed_through_five_redirects_and_no_more(
+    site: SiteServer, session: requests.Session, hops: int, allowed: bool
+) -> None:
+    """RFC 9309 §2.3.1.2: five redirects are followed; past them robots.txt counts as
+    unavailable, which allows everything."""
+    for hop in range(hops):
+        following = f"/hop-{hop + 1}" if hop + 1 < hops else "/rules.txt"
+        site.behaviors["/robots.txt" if hop == 0 else f"/hop-{hop}"] = faults.redirect(
+            site.url(following)
+        )
+    site.pages["/rules.txt"] = Page(b"User-agent: *\nDisallow: /\n", content_type="text/plain")
+
+    robots = politeness.reachable(
+        politeness.robots_for(MemoryClient(), session, site.url("/"), "test-agent", limits=Limits())
+    )
+
+    assert robots.can_fetch(site.url("/page"), "test-agent") is allowed
+
+
 def test_a_missing_robots_txt_allows_every_page_without_a_warning(
     site: SiteServer, session: requests.Session, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -96,6 +96,7 @@ def fetch(
     *,
     via_public: bool,
     keeper: Keeper | None = None,
+    max_redirects: int = MAX_REDIRECTS,
 ) -> Fetched:
     """GET ``url`` for streaming, or raise a :mod:`crawler.errors` error saying why not.
 
@@ -104,10 +105,11 @@ def fetch(
     wants it).  ``via_public``: the page that linked to ``url`` was public.
     ``keeper`` (``--warc``) is offered each redirect and error response (4xx, 5xx)
     before the fetch goes on or raises; the final response is the caller's to keep.
+    More than ``max_redirects`` redirects in a row is a :class:`PermanentError`.
     """
     deadline = time.monotonic() + limits.fetch_deadline
     public = via_public
-    for _hop in range(MAX_REDIRECTS + 1):
+    for _hop in range(max_redirects + 1):
         response, public = _get(session, url, user_agent, deadline, limits, public)
         fetched = Fetched(response, deadline, public, _peer_address(response))
         target = session.get_redirect_target(response)
@@ -123,7 +125,7 @@ def fetch(
         if urlsplit(url).scheme not in ("http", "https"):
             raise PermanentError(f"InvalidSchema: a redirect to {url!r}")
     else:
-        raise PermanentError(f"TooManyRedirects: more than {MAX_REDIRECTS} redirects")
+        raise PermanentError(f"TooManyRedirects: more than {max_redirects} redirects")
     if response.status_code == 429 or response.status_code >= 500:
         _keep(keeper, fetched, limits)
         response.close()

@@ -34,6 +34,9 @@ ROBOTS_TTL = 3600
 #: How long a robots.txt that could not be reached (a 5xx, 429, a timeout, a refused
 #: connection) is remembered so, in seconds, before the next page of the host asks again.
 ROBOTS_UNREACHABLE_TTL = 1
+#: Redirects followed to a robots.txt (RFC 9309 §2.3.1.2: at least five; past them it
+#: counts as unavailable, so every page is allowed).
+ROBOTS_MAX_REDIRECTS = 5
 #: How much of a robots.txt is read at most (RFC 9309: at least 500 KiB).
 ROBOTS_MAX_BYTES = 500 * 1024
 #: What the store holds for an unreachable robots.txt: this, then why.
@@ -337,7 +340,14 @@ def _fetch_robots(
     refused for good otherwise (the network guard), with a warning.
     """
     try:
-        with fetch(session, address, limits, user_agent, via_public=via_public) as fetched:
+        with fetch(
+            session,
+            address,
+            limits,
+            user_agent,
+            via_public=via_public,
+            max_redirects=ROBOTS_MAX_REDIRECTS,
+        ) as fetched:
             return read_body(fetched, limits, truncate_at=ROBOTS_MAX_BYTES)
     except TransientError as e:  # 5xx, 429, timeouts, connections: RFC 9309's unreachable
         logger.warning(
