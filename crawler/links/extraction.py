@@ -105,7 +105,9 @@ def _resolve(base: str, href: str) -> str:
     """``urljoin(base, href)``, remembered per directory: an href that is not empty
     and starts with neither ``?`` nor ``#`` resolves the same against any page of the
     base's directory, and a site's pages share their menus' links."""
-    if not href or href[0] in "?#":
+    if not href:  # "#section" (its fragment gone): the page itself, most often
+        return base.partition("#")[0]
+    if href[0] in "?#":
         return _join(base, href)
     address = base.partition("#")[0].partition("?")[0]
     if address.count("/") < 3:  # no path: "http://host"
