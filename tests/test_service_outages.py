@@ -174,6 +174,25 @@ def test_wait_rides_out_a_rabbitmq_restart_and_its_output_has_every_page(
     assert len(crawl.urls) == len(set(crawl.urls)) == PAGES
 
 
+def test_wait_says_when_rabbitmq_blocks_publishers_and_ends_once_it_lets_them_go(
+    site: SiteServer, own_rabbitmq: RabbitmqProcess, tmp_path: Path
+) -> None:
+    env = environment(RABBITMQ_URL=own_rabbitmq.url, **FAST_FAILURES)
+
+    def memory_alarm() -> None:
+        own_rabbitmq.ctl("set_vm_memory_high_watermark", "absolute", "1")
+        time.sleep(8)  # past the seeder's 5 s progress lines
+        own_rabbitmq.ctl("set_vm_memory_high_watermark", "0.4")
+
+    crawl = crawl_through_an_outage(env, site, tmp_path, memory_alarm)
+
+    assert crawl.returncode == 0, crawl.stderr[-3000:]
+    assert "waiting for RabbitMQ, which blocks publishers (a memory or disk alarm)..." in (
+        crawl.stderr
+    )
+    assert len(crawl.urls) == len(set(crawl.urls)) == PAGES
+
+
 def test_a_memcached_restarted_empty_costs_at_most_one_more_fetch_a_page(
     site: SiteServer, rabbitmq_env: dict[str, str], own_memcached: MemcachedProcess, tmp_path: Path
 ) -> None:

@@ -3,12 +3,15 @@ finished, ``--status``), and its dead letters (``--dead-letters``, ``--replay``)
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
-from contextlib import closing
+from collections.abc import Callable
+from contextlib import closing, suppress
 from typing import Any
 
 import dramatiq
+import pika
 
 from crawler.brokers.returning import BROKER_ERRORS
 from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
@@ -30,6 +33,8 @@ from crawler.tracking import dead_letters as dead_letter_queue
 from crawler.tracking import record_queue
 from crawler.tracking.progress import Progress
 
+#: What the progress line waits for while RabbitMQ blocks publishers.
+BLOCKED = "RabbitMQ, which blocks publishers (a memory or disk alarm)"
 #: Seconds each wait for records lasts before the counters are read again.
 POLL = 0.5
 #: Seconds between two looks at Memcached's evictions while waiting.
@@ -70,7 +75,66 @@ def seed(
     print(f"crawl {crawl_id} seeded with {len(messages)}{more} URL(s)", flush=True)
     if reader is None:
         return 0
-    return follow(pool, crawl_id, seeds, reader, output, KeepAlive(lifetimes.grace))
+    alarm = PublishersBlocked(actor.broker)
+    try:
+        return follow(pool, crawl_id, seeds, reader, output, KeepAlive(lifetimes.grace), alarm)
+    finally:
+        alarm.close()
+
+
+class PublishersBlocked:
+    """Whether RabbitMQ blocks publishers (a memory or disk alarm), so that the workers'
+    links and records wait: RabbitMQ says so (``connection.blocked``) only to a
+    connection that publishes, so a connection of this one's own publishes an empty
+    message no queue takes, now and then, and listens.
+
+    Parameters:
+      broker(dramatiq.Broker): The crawl's broker; on Redis nothing is ever blocked.
+    """
+
+    #: Seconds between two probes while publishers are not blocked.
+    PROBE_EVERY = 1.0
+    #: The routing key of the probes: no queue is bound to it, so RabbitMQ drops them.
+    PROBE = "crawler.seeder.probe"
+
+    def __init__(self, broker: dramatiq.Broker) -> None:
+        self.blocked = False
+        self._parameters: Any = None
+        if not uses_redis():  # one quick try a probe: an outage is the reader's to wait out
+            self._parameters = copy.copy(broker.parameters)  # type: ignore[attr-defined]
+            self._parameters.connection_attempts, self._parameters.socket_timeout = 1, 1.0
+        self._connection: Any = None
+        self._next_probe = 0.0
+
+    def _say(self, blocked: bool) -> None:
+        self.blocked = blocked
+
+    def __call__(self) -> bool:
+        """Probe when it is time, read what RabbitMQ said; whether publishers are blocked."""
+        if self._parameters is None:
+            return False
+        try:
+            if self._connection is None:
+                if time.monotonic() < self._next_probe:
+                    return self.blocked
+                self._next_probe = time.monotonic() + self.PROBE_EVERY
+                self._connection = pika.BlockingConnection(self._parameters)
+                self._connection.add_on_connection_blocked_callback(lambda *_: self._say(True))
+                self._connection.add_on_connection_unblocked_callback(lambda *_: self._say(False))
+                self._channel = self._connection.channel()
+            if not self.blocked and time.monotonic() >= self._next_probe:
+                self._channel.basic_publish("", self.PROBE, b"")
+                self._next_probe = time.monotonic() + self.PROBE_EVERY
+            self._connection.process_data_events(time_limit=0)
+        except BROKER_ERRORS:  # a blocked connection times out: a fresh one asks again
+            self.close()
+        return self.blocked
+
+    def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None and connection.is_open:
+            with suppress(*BROKER_ERRORS):
+                connection.close()
 
 
 def follow(
@@ -80,6 +144,7 @@ def follow(
     reader: record_queue.Reader,
     output: RecordFile | None,
     keep_alive: KeepAlive,
+    publishers_blocked: Callable[[], bool] = lambda: False,
 ) -> int:
     """Show progress until nothing of the crawl is queued, in flight or waiting for a retry;
     close ``reader`` on the way out.
@@ -138,6 +203,10 @@ def follow(
                 progress.waiting_for.discard(store_name)
                 progress.discovered = max(figures[counters.DISCOVERED], len(expected))
                 progress.counts[RETRYING] = figures[RETRYING]
+            if publishers_blocked():
+                progress.waiting_for.add(BLOCKED)
+            else:
+                progress.waiting_for.discard(BLOCKED)
             progress.show()
     except KeyboardInterrupt:
         interrupted = True
