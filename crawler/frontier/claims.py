@@ -306,7 +306,8 @@ def take(
         else politeness.over_budget(client, options, url, first_delivery, lifetimes.grace)
     )
     if spent:
-        logger.warning("Skipping URL %r since %s page budget is spent.", url, spent)
+        # The user's own bound, counted in the summary: a line a URL only with -v.
+        logger.info("Skipping URL %r since %s page budget is spent.", url, spent)
         return outcomes.OVER_BUDGET, first_delivery
     return None, first_delivery
 
