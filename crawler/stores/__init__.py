@@ -65,6 +65,9 @@ class Stores:
             self._opened = (MemoryPool(), StubBackend(), files)  # type: ignore[no-untyped-call]
 
     def _stores(self) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
+        opened = self._opened  # set once, then only read: no lock on a page's path
+        if opened is not None:
+            return opened
         with self._lock:
             if self._opened is None:
                 self._opened = _from_environment(self._dedup_url, *self._warc)
