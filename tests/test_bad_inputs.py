@@ -414,16 +414,11 @@ def test_an_unreachable_robots_txt_is_remembered_briefly_with_one_warning(
     client = MemoryClient()
 
     with caplog.at_level(logging.INFO, logger="example"):
-        first = politeness.robots_for(
-            client, session, site.url("/page"), "test-agent", limits=Limits()
-        )
-        again = politeness.robots_for(
-            client, session, site.url("/other"), "test-agent", limits=Limits()
-        )
-
-    assert isinstance(first, politeness.Unreachable) and isinstance(again, politeness.Unreachable)
-    with pytest.raises(TransientError, match="HTTP 503 Service Unavailable"):
-        politeness.reachable(again)
+        for path in ("/page", "/other"):  # the second page asks the store, not the site
+            with pytest.raises(TransientError, match="HTTP 503 Service Unavailable"):
+                politeness.robots_for(
+                    client, session, site.url(path), "test-agent", limits=Limits()
+                )
     assert site.fetch_counts() == {"/robots.txt": 1}  # the second page asked the store
     key = politeness.robots_key(site.url("/"))
     expires = client._items[key][1]  # the store's own clock: remembered briefly, not an hour
@@ -447,8 +442,8 @@ def test_robots_txt_is_followed_through_five_redirects_and_no_more(
         )
     site.pages["/rules.txt"] = Page(b"User-agent: *\nDisallow: /\n", content_type="text/plain")
 
-    robots = politeness.reachable(
-        politeness.robots_for(MemoryClient(), session, site.url("/"), "test-agent", limits=Limits())
+    robots = politeness.robots_for(
+        MemoryClient(), session, site.url("/"), "test-agent", limits=Limits()
     )
 
     assert robots.can_fetch(site.url("/page"), "test-agent") is allowed
@@ -458,10 +453,8 @@ def test_a_missing_robots_txt_allows_every_page_without_a_warning(
     site: SiteServer, session: requests.Session, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="example"):
-        robots = politeness.reachable(
-            politeness.robots_for(
-                MemoryClient(), session, site.url("/page"), "test-agent", limits=Limits()
-            )
+        robots = politeness.robots_for(
+            MemoryClient(), session, site.url("/page"), "test-agent", limits=Limits()
         )
 
     assert robots.can_fetch(site.url("/page"), "test-agent")
@@ -477,8 +470,8 @@ def test_a_huge_robots_txt_is_read_up_to_its_cap_as_google_does(
     body = rules + filler * (politeness.ROBOTS_MAX_BYTES // len(filler) + 10)
     site.pages["/robots.txt"] = Page(body + b"Disallow: /too-late\n", content_type="text/plain")
 
-    robots = politeness.reachable(
-        politeness.robots_for(MemoryClient(), session, site.url("/"), "test-agent", limits=Limits())
+    robots = politeness.robots_for(
+        MemoryClient(), session, site.url("/"), "test-agent", limits=Limits()
     )
 
     assert not robots.can_fetch(site.url("/private"), "test-agent")

@@ -102,10 +102,8 @@ def check(
     """
     crawl_delay = None
     if options.obey_robots:
-        robots = reachable(
-            robots_for(
-                client, session, url, options.user_agent, limits=limits, via_public=via_public
-            )
+        robots = robots_for(
+            client, session, url, options.user_agent, limits=limits, via_public=via_public
         )
         if not robots.can_fetch(url, options.user_agent):
             return DISALLOWED
@@ -256,32 +254,6 @@ def robots_wait(limits: Limits) -> float:
     return min(limits.fetch_deadline + ROBOTS_WAIT_MARGIN, ACTOR_TIME_LIMIT - ROBOTS_WAIT_MARGIN)
 
 
-class Unreachable:
-    """A robots.txt that could not be reached (RFC 9309 §2.3.1.4): the host's pages are
-    all disallowed until it answers, so their messages fail and are retried later.
-
-    Parameters:
-      address(str): The robots.txt's URL.
-      reason(str): Why it could not be read.
-    """
-
-    def __init__(self, address: str, reason: str) -> None:
-        self.address, self.reason = address, reason
-
-    def error(self) -> TransientError:
-        return TransientError(
-            f"{self.address} could not be reached ({self.reason}): the host's pages wait"
-            " until it answers"
-        )
-
-
-def reachable(robots: Protego | Unreachable) -> Protego:
-    """The rules, or the :class:`TransientError` that retries the page later."""
-    if isinstance(robots, Unreachable):
-        raise robots.error()
-    return robots
-
-
 def robots_for(
     client: Any,
     session: requests.Session,
@@ -290,11 +262,13 @@ def robots_for(
     *,
     limits: Limits,
     via_public: bool = False,
-) -> Protego | Unreachable:
+) -> Protego:
     """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the
     store, as RFC 9309 reads them: a 2xx answer's first 500 KiB; a 4xx answer (no
     robots.txt) allows everything; a 5xx or 429 answer, a timeout or a failed connection
-    is :class:`Unreachable`, remembered for ``ROBOTS_UNREACHABLE_TTL`` seconds.
+    makes it unreachable (RFC 9309 §2.3.1.4), remembered so for ``ROBOTS_UNREACHABLE_TTL``
+    seconds: the host's pages are all disallowed until it answers, so this raises the
+    :class:`TransientError` that retries the page later.
 
     Parameters:
       client(MemcachedClient): The dedup store, where the rules are shared for an hour.
@@ -320,7 +294,11 @@ def robots_for(
     if body is None:  # the other worker died meanwhile: fetch it here, uncached
         body = _fetch_robots(session, robots_url(url), user_agent, limits, via_public)
     if body.startswith(_UNREACHABLE):
-        return Unreachable(robots_url(url), body[len(_UNREACHABLE) :].decode("utf-8", "replace"))
+        reason = body[len(_UNREACHABLE) :].decode("utf-8", "replace")
+        raise TransientError(
+            f"{robots_url(url)} could not be reached ({reason}): the host's pages wait"
+            " until it answers"
+        )
     return Protego.parse(body.decode("utf-8", "replace"))
 
 

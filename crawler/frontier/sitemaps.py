@@ -74,10 +74,8 @@ def read_sitemap(
         with slot:
             with stores.memcache_pool.reserve() as client:
                 agent = crawl_options.user_agent
-                robots = politeness.reachable(
-                    politeness.robots_for(
-                        client, session, url, agent, limits=limits, via_public=via_public
-                    )
+                robots = politeness.robots_for(
+                    client, session, url, agent, limits=limits, via_public=via_public
                 )
             maps, listed_by = list(robots.sitemaps), url
             public = check_hop(url, via_public)  # robots.txt's host, as a page's hop
