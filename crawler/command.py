@@ -21,7 +21,6 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from crawler import cli
-from crawler.tracking import seeder
 
 #: ``crawler worker``'s defaults: Dramatiq's own (a process a core, 8 threads each).
 WORKER_THREADS = 8
@@ -82,16 +81,7 @@ def main(args: list[str] | None = None) -> int:
     crawl, stores, lifetimes = example.crawl, example.stores, example.lifetimes
     if arguments.command == "crawl":
         return cli.seed(arguments.usage, arguments, crawl, stores, lifetimes)
-    if arguments.command == "status":
-        return cli.reach_services(lambda: seeder.status(stores, arguments.crawl_id))
-    if arguments.command == "cancel":
-        return cli.reach_services(lambda: seeder.cancel(stores, arguments.crawl_id, lifetimes))
-    replay = arguments.command == "replay"
-    return cli.reach_services(
-        lambda: seeder.dead_letters(
-            crawl.broker, crawl.queue_name, stores, lifetimes, arguments.crawl_id, replay=replay
-        )
-    )
+    return cli.about_crawl(arguments.command, arguments.crawl_id, crawl, stores, lifetimes)
 
 
 def worker(arguments: argparse.Namespace) -> int:

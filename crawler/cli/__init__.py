@@ -112,22 +112,41 @@ def main(
     and the crawl entries' ``lifetimes``: the exit status."""
     command = parser()
     arguments = command.parse_args(args)
-    if arguments.status:
-        return reach_services(lambda: seeder.status(stores, arguments.status))
-    if arguments.cancel:
-        return reach_services(lambda: seeder.cancel(stores, arguments.cancel, lifetimes))
-    if arguments.dead_letters or arguments.replay:
-        return reach_services(
-            lambda: seeder.dead_letters(
-                crawl.broker,
-                crawl.queue_name,
-                stores,
-                lifetimes,
-                arguments.dead_letters or arguments.replay,
-                replay=bool(arguments.replay),
-            )
-        )
+    for action in ACTIONS:
+        crawl_id = getattr(arguments, action.replace("-", "_"))
+        if crawl_id:
+            return about_crawl(action, crawl_id, crawl, stores, lifetimes)
     return seed(command, arguments, crawl, stores, lifetimes)
+
+
+#: What can be done to a crawl of workers, given its id: ``--status ID`` and the like
+#: here, ``crawler status ID`` and the like in :mod:`crawler.command`.
+ACTIONS = ("status", "cancel", "replay", "dead-letters")
+
+
+def about_crawl(
+    action: str,
+    crawl_id: str,
+    crawl: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    lifetimes: Lifetimes,
+) -> int:
+    """Do one of ``ACTIONS`` to the crawl ``crawl_id`` (``all``: every crawl's dead
+    letters); a service that does not answer is one line and exit 1."""
+    if action == "status":
+        return reach_services(lambda: seeder.status(stores, crawl_id))
+    if action == "cancel":
+        return reach_services(lambda: seeder.cancel(stores, crawl_id, lifetimes))
+    return reach_services(
+        lambda: seeder.dead_letters(
+            crawl.broker,
+            crawl.queue_name,
+            stores,
+            lifetimes,
+            crawl_id,
+            replay=action == "replay",
+        )
+    )
 
 
 def seed(
