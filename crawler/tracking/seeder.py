@@ -100,9 +100,12 @@ class PublishersBlocked:
     def __init__(self, broker: dramatiq.Broker) -> None:
         self.blocked = False
         self._parameters: Any = None
-        if not uses_redis():  # one quick try a probe: an outage is the reader's to wait out
+        if not uses_redis():
             self._parameters = copy.copy(broker.parameters)  # type: ignore[attr-defined]
+            # One quick try a probe: an outage is the reader's to wait out.
             self._parameters.connection_attempts, self._parameters.socket_timeout = 1, 1.0
+            # Blocked, it stays open however long the alarm lasts, to hear it end.
+            self._parameters.blocked_connection_timeout = None
         self._connection: Any = None
         self._next_probe = 0.0
 
@@ -126,12 +129,13 @@ class PublishersBlocked:
                 self._channel.basic_publish("", self.PROBE, b"")
                 self._next_probe = time.monotonic() + self.PROBE_EVERY
             self._connection.process_data_events(time_limit=0)
-        except BROKER_ERRORS:  # a blocked connection times out: a fresh one asks again
+        except BROKER_ERRORS:  # RabbitMQ gone (an outage): a fresh connection asks again
             self.close()
         return self.blocked
 
     def close(self) -> None:
-        connection, self._connection = self._connection, None
+        # A fresh connection is told anew: it is blocked only once it has published.
+        connection, self._connection, self.blocked = self._connection, None, False
         if connection is not None and connection.is_open:
             with suppress(*BROKER_ERRORS):
                 connection.close()
