@@ -44,6 +44,7 @@ from benchmarks.measuring import (
     service_pids,
     write_site,
 )
+from benchmarks.measuring.workers import own_services
 
 CORES = len(os.sched_getaffinity(0))
 NGINX = shutil.which("nginx") is not None
@@ -92,7 +93,8 @@ def fetch_cost(times: int) -> dict[str, float]:
 
 
 def memcached_cost(times: int) -> dict[str, float]:
-    client = client_of(["127.0.0.1"])
+    own_services()  # a Memcached of the benchmark's own: none of its keys in the user's
+    client = client_of(os.environ["MEMCACHED_SERVERS"].split(","))
     servers = service_pids()["memcached"]
     keys = [uuid.uuid4().hex for _ in range(10)]
     client.set("floor-counter", 0)
