@@ -53,7 +53,22 @@ class PathLoggingHandler(QuietHandler):
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         with self.lock, self.access_log.open("a") as log:
-            log.write(f"{self.path.split('?')[0]} {int(code)}\n")
+            log.write(f"{time.time():.3f} {self.path.split('?')[0]} {int(code)}\n")
+
+
+def access_entry(line: str) -> tuple[float | None, str, str]:
+    """One line of the access log: when it was written (seconds since the epoch, None in
+    the older ``path status`` lines), the path and the status.
+
+    The status is the last field, the path the one before: ``$msec $uri $status`` and
+    ``$uri $status`` lines both read so.
+    """
+    head, _, status = line.rstrip("\n").rpartition(" ")
+    msec, _, path = head.partition(" ")
+    try:
+        return float(msec), path, status
+    except ValueError:  # no time first: a ``$uri $status`` line
+        return None, head, status
 
 
 def served(access_log: Path) -> Counter[str]:
@@ -61,7 +76,7 @@ def served(access_log: Path) -> Counter[str]:
     counts: Counter[str] = Counter()
     with access_log.open() as log:
         for line in log:
-            path, _, status = line.strip().rpartition(" ")
+            _, path, status = access_entry(line)
             if status == "200":
                 counts[path] += 1
     return counts
@@ -88,8 +103,9 @@ def serve(
     Parameters:
       directory(Path): The site's files, served from ``/``.
       port(int): The port to listen on, on 127.0.0.1.
-      access_log(Path): Where to write each request's path and status, one per line
-        (none when None); :func:`served` reads it.
+      access_log(Path): Where to write each request's time (``$msec``: seconds since
+        the epoch, to the millisecond, as it ends), path and status, one per line (none
+        when None); :func:`served` and :func:`access_entry` read it.
       state(Path): A directory for nginx's own files.
     """
     nginx = shutil.which("nginx")
@@ -101,7 +117,7 @@ def serve(
             f"daemon off; worker_processes 1; pid {state}/nginx.pid;"
             f"error_log {state}/nginx-error.log;"
             "events { worker_connections 1024; }"
-            f"http {{ log_format paths '$uri $status'; {logging}"
+            f"http {{ log_format paths '$msec $uri $status'; {logging}"
             f" keepalive_requests 100000; {MIME_TYPES}"
             f" server {{ listen 127.0.0.1:{port}; root {directory}; }} }}"
         )

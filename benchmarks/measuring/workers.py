@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import redis
 
@@ -70,7 +71,14 @@ def flush_services(env: dict[str, str]) -> None:
 
 
 def start_workers(
-    env: dict[str, str], module: str, *, processes: int, threads: int
+    env: dict[str, str],
+    module: str,
+    *,
+    processes: int,
+    threads: int,
+    root: Path = ROOT,
+    bin_dir: Path = BIN,
+    output: IO[bytes] | None = None,
 ) -> subprocess.Popen[bytes]:
     """``dramatiq module -p processes -t threads``, once its worker processes are up.
 
@@ -82,16 +90,28 @@ def start_workers(
       module(str): The module declaring the broker and actors, ``crawler.example``.
       processes(int): Worker processes.
       threads(int): Worker threads in each process.
+      root(Path): Their working directory: Dramatiq puts it first on ``sys.path``, so
+        that its ``crawler`` package is the one imported (another build's tree).
+      bin_dir(Path): Where the ``dramatiq`` command to run is (another build's
+        virtualenv's ``bin``).
+      output(IO): A file for their standard output and error (none when None).
     """
+    sink: IO[bytes] | int = subprocess.DEVNULL if output is None else output
     workers = subprocess.Popen(
-        [str(BIN / "dramatiq"), module, "-p", str(processes), "-t", str(threads)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [str(bin_dir / "dramatiq"), module, "-p", str(processes), "-t", str(threads)],
+        cwd=root, env=env, stdout=sink, stderr=sink,
     )  # fmt: skip
     deadline = time.monotonic() + 30
     while len(children(workers.pid)) < processes:
-        assert time.monotonic() < deadline, "workers did not start"
+        if workers.poll() is not None:
+            raise RuntimeError(f"the workers exited with status {workers.returncode}")
+        if time.monotonic() > deadline:
+            stop(workers)
+            raise RuntimeError("the workers did not start in 30 s")
         time.sleep(0.1)
     time.sleep(1.0)  # let each worker process import and connect before the clock starts
+    if workers.poll() is not None:
+        raise RuntimeError(f"the workers exited with status {workers.returncode}")
     return workers
 
 
