@@ -37,5 +37,4 @@ class KeepAlive:
             return
         self._next[crawl_id] = now + self.period
         if client.add(counters.crawl_key(crawl_id, "lease"), 1, time=self.period):
-            for key in keys(crawl_id):
-                client.touch(key, self.grace)
+            client.touch_multi(keys(crawl_id), self.grace)

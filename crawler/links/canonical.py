@@ -30,12 +30,16 @@ _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 #: host of labels DNS can carry, a path without dot segments, no escapes, no
 #: fragment, no empty query; a port and the host's total length are checked apart.
 _PLAIN = re.compile(
-    r"(https?)://(?:[a-z0-9-]{1,63}\.)*([a-z0-9-]{1,63})(?::([1-9][0-9]{0,4}))?"
+    r"(https?)://((?:[a-z0-9-]{1,63}\.)*([a-z0-9-]{1,63}))(?::([1-9][0-9]{0,4}))?"
     r"/[\w\-.~!$&'()*+,;=:@/]*(?:\?[\w\-.~!$&()*+,;=:@/?]+)?",  # a query's ' is escaped
     re.ASCII,
 )
 #: A host's last label that makes it an IPv4 address to the URL Standard.
 _NUMBER = re.compile(r"[0-9]+|0x[0-9a-f]*")
+#: An IPv4 address as the URL Standard serialises it: four decimal numbers of 0 to
+#: 255 without leading zeros (``127.0.0.1``; not ``127.1`` or ``0x7f.0.0.1``).
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 #: Where a plain URL's path begins at most for its host to be within MAX_HOST_LENGTH:
 #: past ``http://`` and the host (and any port).
 _PLAIN_PATH_START = len("http://") + MAX_HOST_LENGTH
@@ -59,10 +63,11 @@ def canonical_url(url: str) -> str:
     if (
         plain
         and "/." not in url
-        and not _NUMBER.fullmatch(plain.group(2))  # the host is an IPv4 address: parse it
+        # A host that is an IPv4 address is parsed, unless in its one form already.
+        and (not _NUMBER.fullmatch(plain.group(3)) or _IPV4.fullmatch(plain.group(2)))
         and (len(url) <= _PLAIN_PATH_START or url.find("/", 8) <= _PLAIN_PATH_START)
     ):
-        port = plain.group(3)
+        port = plain.group(4)
         if port is None or (int(port) <= 65535 and int(port) != DEFAULT_PORTS[plain.group(1)]):
             return url
     return _canonicalise(url)

@@ -220,6 +220,14 @@ class MemcachedClient:
     def touch(self, key: str, time: float) -> bool:
         return bool(self._one("touch", key, int(time)))
 
+    def touch_multi(self, keys: Iterable[str], time: float) -> None:
+        """Give each of ``keys`` that is there ``time`` seconds more: one round trip a
+        server, the commands written together and their answers read after."""
+        expire = int(time)
+        for address, wired in self._by_server(keys).items():
+            commands = [f"touch {key} {expire}\r\n".encode() for key in wired]
+            self._run(address, "_misc_cmd", commands, b"touch", False)
+
     def delete(self, key: str) -> bool:
         return bool(self._one("delete", key))
 

@@ -86,6 +86,10 @@ class MemoryClient:
                 self._items[key] = (value, self._expiry(now, time))
             return value is not None
 
+    def touch_multi(self, keys: Iterable[str], time: float) -> None:
+        for key in keys:
+            self.touch(key, time)
+
     def delete(self, key: str) -> bool:
         with self._lock:
             return self._items.pop(key, None) is not None

@@ -97,6 +97,13 @@ class RedisStoreClient:
     def touch(self, key: str, time: float) -> bool:
         return bool(self.redis.expire(key, _seconds(time) or 1))
 
+    def touch_multi(self, keys: Iterable[str], time: float) -> None:
+        """Give each of ``keys`` that is there ``time`` seconds more, in one pipeline."""
+        pipeline = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipeline.expire(key, _seconds(time) or 1)
+        pipeline.execute()
+
     def gets(self, key: str) -> tuple[Any, Any]:
         """The value and, as its CAS token, the value itself (compared by :meth:`cas`)."""
         value = self.redis.get(key)
