@@ -40,8 +40,8 @@ BROKERS = ("rabbitmq", "redis")
 PARTS = (
     ("logging", ("(logging/",)),
     ("metrics (prometheus_client)", ("crawler/metrics.py", "prometheus_client/")),
-    ("record to the seeder", ("crawler/following/record_queue.py",)),
-    ("done mark and counters", ("crawler/following/bookkeeping.py",)),
+    ("record to the seeder", ("crawler/tracking/record_queue.py",)),
+    ("done mark and counters", ("crawler/tracking/bookkeeping.py",)),
     ("GET and body (requests)", ("crawler/fetching/",)),
     ("links found and scoped", ("crawler/links/", "find_anchors", "links_to_follow")),
     ("links claimed and sent", ("send_claimed",)),

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.measuring.python_docs import docs_directory  # noqa: E402
+from benchmarks.measuring.real_sites import docs_directory  # noqa: E402
 from crawler.links.extraction import html_links  # noqa: E402
 
 UPSTREAM = re.compile(rb'<a href="([^"]+)">')

@@ -3,10 +3,12 @@ Scrapy, and a no-op Dramatiq actor as the ceiling, all on the same local site.
 
     python benchmarks/run.py --pages 2000 --links 10 --repeat 3   # the full run
     python benchmarks/run.py --pages 150 --links 5 --quick --repeat 2  # the smoke run CI does
-    python benchmarks/run.py --site python-docs --repeat 3         # a real site
+    python benchmarks/run.py --site python-docs --repeat 3         # a real site, heavy pages
+    python benchmarks/run.py --site postgresql-docs --repeat 3     # a real site, light pages
 
-``--site python-docs`` crawls the Python 3 documentation of Debian's ``python3-doc``
-(installed with apt-get when missing, if it can be; else it says so and exits 0
+``--site python-docs`` crawls the Python 3 documentation of Debian's ``python3-doc``,
+``--site postgresql-docs`` the PostgreSQL 15 documentation of ``postgresql-doc-15``
+(each installed with apt-get when missing, if it can be; else it says so and exits 0
 having measured nothing) with ``--follow-relative --same-domain`` on both brokers and
 ``--local``, next to Scrapy's ``CrawlSpider`` with the same scope and concurrency, and
 ``wget -r -l inf`` as the reference for the page set.  nginx's access log says which
@@ -41,7 +43,7 @@ from benchmarks.measuring import (
     served,
     write_site,
 )
-from benchmarks.measuring.python_docs import PACKAGE, docs_directory
+from benchmarks.measuring.real_sites import SITES
 
 BROKERS = ("rabbitmq", "redis")
 
@@ -67,16 +69,19 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, default=Path("benchmark.json"))
     parser.add_argument(
-        "--site", choices=["generated", "python-docs"], default="generated",
-        help="the generated site (--pages x --links), or the Python docs",
+        "--site", choices=["generated", *SITES], default="generated",
+        help="the generated site (--pages x --links), or a real one: the Python docs "
+        "(heavy pages) or the PostgreSQL docs (light pages)",
     )  # fmt: skip
     args = parser.parse_args()
-    if args.site == "python-docs":
-        directory = docs_directory()
+    if args.site in SITES:
+        site = SITES[args.site]
+        directory = site.directory()
         if directory is None:
-            print(f"skipped: no {PACKAGE} here, and apt-get could not install it (not root?)")
+            print(f"skipped: no {site.package} here, and apt-get could not install it (not root?)")
             return 0
         docs = measure_docs(
+            args.site,
             directory, processes=args.processes, threads=args.threads, repeat=args.repeat,
             quick=args.quick,
         )  # fmt: skip
@@ -183,12 +188,13 @@ def html_pages(access_log: Path) -> set[str]:
 
 
 def measure_docs(
-    directory: Path, *, processes: int, threads: int, repeat: int, quick: bool
+    name: str, directory: Path, *, processes: int, threads: int, repeat: int, quick: bool
 ) -> dict[str, Any]:
-    """Every contender's figures on the Python docs, rounds taking turns, and whether
+    """Every contender's figures on a real site, rounds taking turns, and whether
     each fetched the same HTML pages as wget in every round.
 
     Parameters:
+      name(str): The site's name in :data:`SITES`.
       directory(Path): The docs' HTML directory (``index.html`` is the seed).
       processes(int): Worker processes.
       threads(int): Threads per worker process; ``--local`` and Scrapy get
@@ -198,7 +204,7 @@ def measure_docs(
     """
     pages = sorted(directory.rglob("*.html"))
     results: dict[str, Any] = {
-        "site": f"python-docs ({directory})", "files": len(pages),
+        "site": f"{name} ({directory})", "files": len(pages),
         "kib_per_page": round(sum(p.stat().st_size for p in pages) / len(pages) / 1024, 1),
         "processes": processes, "threads": threads, "repeat": repeat,
     }  # fmt: skip

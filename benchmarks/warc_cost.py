@@ -33,7 +33,7 @@ from benchmarks.measuring import (
     serve,
     write_site,
 )
-from benchmarks.measuring.python_docs import PACKAGE, docs_directory
+from benchmarks.measuring.real_sites import PACKAGE, docs_directory
 
 RUNS = ("rabbitmq", "redis", "local")
 

@@ -119,17 +119,18 @@ def test_budget_smoke_run_splits_each_broker_s_cpu_per_page_into_parts(
     assert "all processes" in result.stdout
 
 
-def test_docs_smoke_run_fetches_wget_s_pages_of_the_python_docs_on_each_broker_and_locally(
-    tmp_path: Path, memcached: object
+@pytest.mark.parametrize(("site", "least_pages"), [("python-docs", 500), ("postgresql-docs", 1000)])
+def test_docs_smoke_run_fetches_wget_s_pages_of_a_real_site_on_each_broker_and_locally(
+    tmp_path: Path, memcached: object, site: str, least_pages: int
 ) -> None:
-    # Installs python3-doc with apt-get when missing, as a newcomer's run would; the
+    # Installs the docs with apt-get when missing, as a newcomer's run would; the
     # figures file exists only when it measured (not skipped for want of the docs).
     result, figures = run_benchmark(
-        "run.py", tmp_path / "docs.json", "--site", "python-docs", "--quick", "--repeat", "1",
+        "run.py", tmp_path / "docs.json", "--site", site, "--quick", "--repeat", "1",
         timeout=600,
     )  # fmt: skip
     assert figures["same_pages"], figures["pages_differing_from_wget"]
-    assert figures["wget"]["pages"] > 500
+    assert figures["wget"]["pages"] > least_pages
     for run in ("rabbitmq", "redis", "local"):
         assert figures[run]["pages_per_s"] > 0
     for broker in ("rabbitmq", "redis"):

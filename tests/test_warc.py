@@ -17,7 +17,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from benchmarks.measuring import free_port, serve
-from benchmarks.measuring.python_docs import docs_directory
+from benchmarks.measuring.real_sites import docs_directory
 from tests.site_server import Page, SiteServer, generate_site, html, page_path, send
 from tests.support import FAST_FAILURES, read_records, waited_crawl
 from tests.workers import (

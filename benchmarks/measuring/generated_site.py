@@ -16,6 +16,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from scripts.services import apt_install
+
 
 def write_site(directory: Path, base: str, pages: int, links: int) -> None:
     """``pages`` HTML files, each with ``links`` absolute links; page i links to i+1.
@@ -94,7 +96,8 @@ MIME_TYPES = (
 def serve(
     directory: Path, port: int, access_log: Path | None = None, state: Path | None = None
 ) -> Iterator[str]:
-    """nginx when installed (it is not the bottleneck), else Python's threaded server.
+    """nginx (it is not the bottleneck; installed with apt-get when missing, if this runs
+    as root), else Python's threaded server.
 
     nginx writes its configuration, pid file (``nginx.pid``) and error log in ``state``
     (by default next to ``directory``). Yields which server it is, ``"nginx"`` or
@@ -109,6 +112,9 @@ def serve(
       state(Path): A directory for nginx's own files.
     """
     nginx = shutil.which("nginx")
+    if nginx is None:  # installed when it can be, as the docs are: figures need it
+        apt_install("nginx")
+        nginx = shutil.which("nginx")
     if nginx:
         state = state or directory.parent
         conf = state / "nginx.conf"
