@@ -165,6 +165,18 @@ def test_python_floor_smoke_run_crawls_the_postgresql_docs_bare_as_wget_does(
     assert "bare Python loop" in result.stdout
 
 
+def test_seeder_memory_smoke_run_follows_fed_records_to_the_end_on_rabbitmq(
+    tmp_path: Path, memcached: object
+) -> None:
+    result, figures = run_benchmark(
+        "seeder_memory.py", tmp_path / "seeder.json", "--records", "3000", "--broker",
+        "rabbitmq",
+    )  # fmt: skip
+    (run,) = figures["runs"]
+    assert run["records"] == 3000 and run["peak_rss_mib"] > 0
+    assert "seeder peak RSS MiB" in result.stdout
+
+
 def test_warc_cost_smoke_run_crawls_with_and_without_warc_and_finds_every_page_stored(
     tmp_path: Path, memcached: object
 ) -> None:

@@ -31,6 +31,7 @@ from crawler.records import RecordFile, url_of
 from crawler.stores import STORE_ERRORS, StorePool
 from crawler.tracking import dead_letters as dead_letter_queue
 from crawler.tracking import record_queue
+from crawler.tracking.ledger import Ledger
 from crawler.tracking.progress import Progress
 
 #: What the progress line waits for while RabbitMQ blocks publishers.
@@ -155,7 +156,8 @@ def follow(
 
     "Finished" is read from the records themselves: each message's final record names
     the messages it sent, so the crawl is over once the seeds and every message named
-    have ended, in whatever order their records came.  A record sent again after a
+    have ended, in whatever order their records came (kept in a :class:`Ledger` on
+    disk, so that a crawl of any size waits in bounded memory).  A record sent again after a
     worker died counts once.  Outages of the broker or Memcached are waited out (the
     progress line says so); Ctrl-C stops the waiting, not the crawl.  Meanwhile
     ``keep_alive`` refreshes the crawl's journal and counters, as workers do.
@@ -163,30 +165,29 @@ def follow(
     progress = Progress()
     broker_name = "Redis" if uses_redis() else "RabbitMQ"
     store_name = dedup_store_kind()
-    written: set[str] = set()
-    expected: set[str] = set(seeds)
-    ended: set[str] = set()
+    ledger = Ledger()  # every message id and URL written, on disk: memory stays bounded
+    ledger.expect(seeds)
+    seed_ids = set(seeds)
     seen_before: set[str] = set()  # seeds the crawl had crawled already (--crawl-id)
     interrupted = False
     next_eviction_check = 0.0
     try:
-        while not expected <= ended:
+        while ledger.pending:
             try:
                 with closing(reader.read(timeout=POLL)) as arriving:
                     for record in arriving:
-                        if record["message_id"] in ended:
+                        if not ledger.end(record["message_id"]):
                             continue  # sent again by a worker that died before it acknowledged
-                        ended.add(record["message_id"])
-                        if record["message_id"] in seeds and record["outcome"] == DUPLICATE:
+                        if record["message_id"] in seed_ids and record["outcome"] == DUPLICATE:
                             seen_before.add(record["url"])
-                        expected.update(record.pop("sent", ()))
-                        if record["outcome"] in WRITTEN and record["url"] not in written:
-                            written.add(record["url"])
-                            if output is not None:
-                                output.write(record)
+                        ledger.expect(record.pop("sent", ()))
+                        written = record["outcome"] in WRITTEN and ledger.first_write(record["url"])
+                        if written and output is not None:
+                            output.write(record)
                         progress.record(record)
-                        if expected <= ended:
+                        if not ledger.pending:
                             break  # that was the last one: no need to wait out the poll
+                ledger.flush()
                 progress.waiting_for.discard(broker_name)
             except BROKER_ERRORS:
                 progress.waiting_for.add(broker_name)
@@ -205,7 +206,7 @@ def follow(
                 progress.waiting_for.add(store_name)
             else:
                 progress.waiting_for.discard(store_name)
-                progress.discovered = max(figures[counters.DISCOVERED], len(expected))
+                progress.discovered = max(figures[counters.DISCOVERED], ledger.expected)
                 progress.counts[RETRYING] = figures[RETRYING]
             if publishers_blocked():
                 progress.waiting_for.add(BLOCKED)
@@ -216,6 +217,7 @@ def follow(
         interrupted = True
     finally:
         reader.close()  # on any exit: workers then stop publishing records
+        ledger.close()
         if output is not None:
             output.close()
     print(progress.summary(interrupted=interrupted), flush=True)
