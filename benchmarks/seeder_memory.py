@@ -49,7 +49,8 @@ with pool.reserve() as client:
     counters.start(client, crawl_id, 1, lifetimes.grace)
 reader = record_queue.Reader(broker, crawl_id)
 print("reading", flush=True)
-status = follow(pool, crawl_id, [seed], reader, RecordFile(Path(output)), KeepAlive(lifetimes.grace))
+keep_alive = KeepAlive(lifetimes.grace)
+status = follow(pool, crawl_id, [seed], reader, RecordFile(Path(output)), keep_alive)
 print(open("/proc/self/status").read(), flush=True)
 sys.exit(status)
 """
