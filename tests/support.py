@@ -221,18 +221,23 @@ class RedisProcess:
 
 
 class RedisClusterProcesses:
-    """A Redis Cluster of the test's own: three masters on free ports, no replicas,
-    its 16,384 slots spread over them by ``redis-cli --cluster create``.
+    """A Redis Cluster of the test's own: three primaries on free ports, each with
+    ``replicas`` replicas, its 16,384 slots spread over the primaries by ``redis-cli
+    --cluster create``.
 
     Parameters:
       directory(Path): Where the nodes keep their cluster configuration files.
+      replicas(int): Replicas of each primary (none by default).
+      node_timeout_ms(int): How long a primary may not answer before its replica is
+        promoted in its place (``cluster-node-timeout``).
     """
 
-    NODES = 3
+    PRIMARIES = 3
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, replicas: int = 0, node_timeout_ms: int = 15000) -> None:
+        self.replicas = replicas
         self.ports: list[int] = []
-        while len(self.ports) < self.NODES:  # distinct, and none another's bus port
+        while len(self.ports) < self.PRIMARIES * (1 + replicas):  # distinct, no bus port
             port = _free_cluster_port()
             if not {port, port + 10000, port - 10000} & set(self.ports):
                 self.ports.append(port)
@@ -250,11 +255,18 @@ class RedisClusterProcesses:
                     "yes",
                     "--cluster-config-file",
                     f"nodes-{port}.conf",
+                    "--cluster-node-timeout",
+                    str(node_timeout_ms),
+                    "--repl-diskless-sync-delay",
+                    "0",  # a replica syncs at once, not 5 s after it attached
                     "--save",
                     "",
                     "--appendonly",
                     "no",
+                    "--logfile",
+                    f"redis-{port}.log",
                 ],
+                cwd=directory,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -277,7 +289,7 @@ class RedisClusterProcesses:
                 "create",
                 *nodes,
                 "--cluster-replicas",
-                "0",
+                str(self.replicas),
                 "--cluster-yes",
             ],
             check=True,
@@ -289,6 +301,10 @@ class RedisClusterProcesses:
             while node.cluster("info")["cluster_state"] != "ok":
                 assert time.monotonic() < deadline, "the test's Redis Cluster did not come up"
                 time.sleep(0.05)
+            if self.replicas and node.info("replication")["role"] == "slave":
+                while node.info("replication")["master_link_status"] != "up":
+                    assert time.monotonic() < deadline, "the cluster's replicas did not sync"
+                    time.sleep(0.05)
             node.close()
 
     @property
@@ -297,6 +313,30 @@ class RedisClusterProcesses:
 
     def nodes(self) -> list[redis.Redis]:
         return [redis.Redis(port=port) for port in self.ports]
+
+    def primaries(self) -> list[int]:
+        """The ports of the nodes that are primaries now."""
+        roles = {}
+        for port, process in zip(self.ports, self.processes, strict=True):
+            if process.poll() is None:
+                with redis.Redis(port=port) as node:
+                    roles[port] = node.execute_command("ROLE")[0]
+        return [port for port, role in roles.items() if role in (b"master", "master")]
+
+    def kill(self, port: int) -> None:
+        """Kill the node at ``port`` at once, as a machine that dies would."""
+        process = self.processes[self.ports.index(port)]
+        process.kill()
+        process.wait(timeout=10)
+
+    def ok(self) -> bool:
+        """Whether every living node says the cluster is whole (every slot served)."""
+        for port, process in zip(self.ports, self.processes, strict=True):
+            if process.poll() is None:
+                with redis.Redis(port=port) as node:
+                    if node.cluster("info")["cluster_state"] != "ok":
+                        return False
+        return True
 
     def flush(self) -> None:
         for node in self.nodes():

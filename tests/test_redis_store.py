@@ -84,3 +84,48 @@ def test_a_crawl_on_a_redis_cluster_store_spreads_its_claims_and_fetches_each_pa
     assert sum(bool(keys) for keys in figures) == 1, figures
     for node in nodes:
         node.close()
+
+
+def test_a_redis_cluster_store_whose_primary_dies_mid_crawl_fails_over_to_its_replica(
+    rabbitmq_env: dict[str, str], site: SiteServer, tmp_path: Path
+) -> None:
+    (tmp_path / "cluster").mkdir()
+    # Three primaries with a replica each; a primary silent for a second is replaced.
+    cluster = RedisClusterProcesses(tmp_path / "cluster", replicas=1, node_timeout_ms=1000)
+    env = environment(
+        **rabbitmq_env,
+        # A retry comes once the failover (a second's silence, then a vote) is over.
+        **{**FAST_FAILURES, "CRAWLER_MIN_BACKOFF_MS": "4000", "CRAWLER_MAX_BACKOFF_MS": "8000"},
+        DEDUP_URL=cluster.url,
+    )
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
+    site.delay = 0.01
+    workers = WorkerProcesses(env, processes=1, threads=THREADS)
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)))
+        workers.wait_until(lambda: workers.count("Done crawling") >= PAGES // 3)
+        victim = cluster.primaries()[0]
+        cluster.kill(victim)
+        deadline = time.monotonic() + 30
+        while len(cluster.primaries()) < RedisClusterProcesses.PRIMARIES or not cluster.ok():
+            assert time.monotonic() < deadline, "no replica took the dead primary's place"
+            time.sleep(0.1)
+        fetched_at_failover = len(site.fetch_counts())
+        stdout, stderr = waiting.communicate(timeout=180)
+    finally:
+        assert workers.stop() == 0
+        cluster.shut_down()
+
+    assert waiting.returncode == 0, stderr[-2000:]
+    assert f"{PAGES} pages fetched" in stdout
+    assert fetched_at_failover < PAGES, "the failover came after the crawl"
+    counts = site.fetch_counts()
+    assert len(counts) == PAGES
+    # Only pages in hand when the primary died are fetched again, each once more: after
+    # the first failure a worker fetches nothing until every primary answers again
+    # (without that gate some 50 pages were: their claims on live primaries, their
+    # links on the dead one).
+    twice = sum(n > 1 for n in counts.values())
+    assert max(counts.values()) <= 2 and twice <= THREADS, sorted(counts.values())[-10:]
+    print(f"{twice} page(s) fetched twice across the failover")
+    assert workers.logged_any("Redis")  # the attempts that met the dead primary said so

@@ -292,7 +292,11 @@ def take(
 ) -> tuple[str | None, bool]:
     """Claim ``url`` for ``message`` (a sitemap's as one), within the crawl's page
     budget: what became of it if it is not this message's to crawl (``cancelled``,
-    ``duplicate``, ``over-budget``), and whether this is the message's first delivery."""
+    ``duplicate``, ``over-budget``), and whether this is the message's first delivery.
+
+    A store that failed lately must answer on every node first (``client.ready()``),
+    so that no page is fetched whose links and ending could not be recorded."""
+    client.ready()
     added = claim_message(client, message, claim_name(url, sitemap), options.crawl_id, lifetimes)
     if added == CANCELLED:
         logger.warning("Skipping URL %r since its crawl was cancelled.", url)

@@ -187,6 +187,9 @@ class MemcachedClient:
         wired = wire_key(key)
         return self._run(self._server(wired), command, wired, *args, **kwargs)
 
+    def ready(self) -> None:
+        """Nothing to check: a server that refuses connections leaves the ring at once."""
+
     def get(self, key: str) -> Any:
         return self._one("get", key)
 

@@ -31,6 +31,9 @@ class MemoryClient:
         with self._lock:
             return self._live(key, _now())
 
+    def ready(self) -> None:
+        """Memory always answers."""
+
     def get_multi(self, keys: Iterable[str]) -> dict[str, Any]:
         with self._lock:
             now = time.monotonic()

@@ -48,10 +48,23 @@ class RedisStoreClient:
 
     def __init__(self, client: redis.Redis | redis.RedisCluster) -> None:
         self.redis = client
+        #: Whether a command failed on the connection since every node last answered.
+        self.suspect = False
         self.cluster = isinstance(client, redis.RedisCluster)
         self._incr = client.register_script(_INCR)
         self._append = client.register_script(_APPEND)
         self._cas = client.register_script(_CAS)
+
+    def ready(self) -> None:
+        """Raise the store's error while a node that failed lately does not answer: a
+        worker then fetches no page whose links and ending it could not record (a
+        cluster's primary that died answers again once its replica took its place)."""
+        if self.suspect:
+            if self.cluster:
+                self.redis.ping(target_nodes=redis.RedisCluster.PRIMARIES)
+            else:
+                self.redis.ping()
+            self.suspect = False
 
     def get(self, key: str) -> Any:
         return self.redis.get(key)
@@ -141,7 +154,11 @@ class RedisStorePool:
 
     @contextmanager
     def reserve(self) -> Iterator[RedisStoreClient]:
-        yield self.client
+        try:
+            yield self.client
+        except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterDownError):
+            self.client.suspect = True
+            raise
 
 
 class TransactionalCluster(redis.RedisCluster):
