@@ -177,6 +177,21 @@ def test_seeder_memory_smoke_run_follows_fed_records_to_the_end_on_rabbitmq(
     assert "seeder peak RSS MiB" in result.stdout
 
 
+def test_claim_path_smoke_run_reports_each_store_at_each_checkpoint(
+    tmp_path: Path, memcached: object
+) -> None:
+    result, figures = run_benchmark(
+        "claim_path.py", tmp_path / "claims.json", "--checkpoints", "2000", "5000",
+        "--window", "500",
+    )  # fmt: skip
+    assert [(row["store"], row["urls"]) for row in figures] == [
+        ("memcached", 2000), ("memcached", 5000), ("redis", 2000), ("redis", 5000)
+    ]  # fmt: skip
+    for row in figures:
+        assert row["claims_per_s"] > 0 and row["bytes_from_store_per_new_url"] > 0
+    assert "B from store" in result.stdout
+
+
 def test_warc_cost_smoke_run_crawls_with_and_without_warc_and_finds_every_page_stored(
     tmp_path: Path, memcached: object
 ) -> None:
