@@ -33,6 +33,7 @@ sys.path.insert(0, str(PROJECT_ROOT))
 
 from benchmarks.measuring.accounting import memcached_stats, redis_stats  # noqa: E402
 from benchmarks.measuring.seeding import WaitingSeeder, generated_site  # noqa: E402
+from benchmarks.measuring.workers import own_services  # noqa: E402
 from tests.site_server import page_path  # noqa: E402
 from tests.support import (  # noqa: E402
     FAST_FAILURES,
@@ -92,6 +93,7 @@ def crawl(
 
 
 def main() -> None:
+    own_services()  # a RabbitMQ vhost and a Redis of its own: the user's are never purged
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("measure", choices=["bytes", "evict"])
     parser.add_argument("--pages", type=int, default=5000)

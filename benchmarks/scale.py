@@ -49,7 +49,7 @@ from benchmarks.measuring.accounting import (  # noqa: E402
 )
 from benchmarks.measuring.generated_site import serve, served, write_site  # noqa: E402
 from benchmarks.measuring.seeding import WaitingSeeder  # noqa: E402
-from benchmarks.measuring.workers import start_workers  # noqa: E402
+from benchmarks.measuring.workers import own_services, start_workers  # noqa: E402
 from crawler.frontier import counters  # noqa: E402
 from crawler.outcomes import ENDINGS  # noqa: E402
 from crawler.stores.redis import RedisStorePool  # noqa: E402
@@ -179,6 +179,7 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
+    own_services()  # a RabbitMQ vhost and a Redis of its own: the user's are never purged
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=200_000)
     parser.add_argument(

@@ -184,10 +184,11 @@ def test_claim_path_smoke_run_reports_each_store_at_each_checkpoint(
         "claim_path.py", tmp_path / "claims.json", "--checkpoints", "2000", "5000",
         "--window", "500",
     )  # fmt: skip
-    assert [(row["store"], row["urls"]) for row in figures] == [
+    rows: list[dict[str, Any]] = figures  # type: ignore[assignment]
+    assert [(row["store"], row["urls"]) for row in rows] == [
         ("memcached", 2000), ("memcached", 5000), ("redis", 2000), ("redis", 5000)
     ]  # fmt: skip
-    for row in figures:
+    for row in rows:
         assert row["claims_per_s"] > 0 and row["bytes_from_store_per_new_url"] > 0
     assert "B from store" in result.stdout
 

@@ -14,6 +14,7 @@ from crawler.environment import Lifetimes
 from crawler.errors import PermanentError, TransientError
 from crawler.frontier import claims, counters, journal
 from crawler.frontier.digests import owner_token, short_id, url_digest
+from crawler.stores.memcached import MemcachedClient
 from crawler.stores.redis import RedisStorePool
 
 URLS = [f"http://127.0.0.1:1/page/{i}.html" for i in range(5)]
@@ -268,3 +269,30 @@ def test_a_claim_memcached_failed_to_store_retries_instead_of_skipping_the_url(
     with pytest.raises(TransientError, match="did not store 5 claim"):
         send(failing, "parent-1")
     assert queued(stub_broker) == []
+
+
+def test_touch_multi_gives_every_key_that_is_there_more_time_in_one_call(store: Any) -> None:
+    # Keys of every store's layout: the crawl's figures (one hash tag) and per-URL keys.
+    keys = [f"crawl:{{crawl-1}}:n{i}" for i in range(3)] + [f"url-{i}" for i in range(3)]
+    for key in keys:
+        store.set(key, b"v", time=2)
+    touches = _touches(store)
+    store.touch_multi([*keys, "absent"], 600)
+    if isinstance(store, MemcachedClient):
+        hits, misses = (
+            after - before for after, before in zip(_touches(store), touches, strict=True)
+        )
+        assert (hits, misses) == (len(keys), 1)
+    else:
+        for key in keys:
+            assert store.redis.ttl(key) > 500
+        assert store.redis.exists("absent") == 0
+    assert store.get_multi(keys) == dict.fromkeys(keys, b"v")
+
+
+def _touches(store: Any) -> tuple[int, int]:
+    """Memcached's count of touches that found their key, and of those that did not."""
+    if not isinstance(store, MemcachedClient):
+        return 0, 0
+    ((_, stats),) = store.get_stats()
+    return int(stats["touch_hits"]), int(stats["touch_misses"])
