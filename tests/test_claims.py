@@ -296,3 +296,29 @@ def _touches(store: Any) -> tuple[int, int]:
         return 0, 0
     ((_, stats),) = store.get_stats()
     return int(stats["touch_hits"]), int(stats["touch_misses"])
+
+
+def test_incr_and_append_writes_what_is_there_and_names_what_is_not(store: Any) -> None:
+    store.add("crawl:{crawl-1}:counter", 5, time=60)
+    store.add("bucket-a", b"ab", time=60)
+    missing = store.incr_and_append(
+        {"crawl:{crawl-1}:counter": 2, "crawl:{crawl-1}:none": 3},
+        {"bucket-a": b"cd", "bucket-b": b"ef"},
+    )
+    assert missing == (["crawl:{crawl-1}:none"], ["bucket-b"])
+    found = store.get_multi(["crawl:{crawl-1}:counter", "bucket-a"])
+    assert int(found["crawl:{crawl-1}:counter"]) == 7 and found["bucket-a"] == b"abcd"
+    assert store.get_multi(["crawl:{crawl-1}:none", "bucket-b"]) == {}  # none made
+
+
+def test_new_links_journal_and_count_in_one_call_and_create_what_is_missing(store: Any) -> None:
+    owners = {url_digest(url, "crawl-1"): owner_token(f"m-{url}") for url in URLS}
+    claims.journal_and_count(store, "crawl-1", owners, 60)  # counter and buckets created
+    claims.journal_and_count(store, "crawl-1", {}, 60)  # nothing: no round trip
+    assert journal.owners(store, "crawl-1", owners) == {d: o[:8] for d, o in owners.items()}
+    read = counters.read(store, "crawl-1")
+    assert read is not None and read["discovered"] == len(URLS)
+    more = {url_digest("http://more.test/", "crawl-1"): owner_token("m-more")}
+    claims.journal_and_count(store, "crawl-1", more, 60)  # appended and added
+    read = counters.read(store, "crawl-1")
+    assert read is not None and read["discovered"] == len(URLS) + 1

@@ -418,13 +418,8 @@ def send_claimed(
             raise TransientError(f"Memcached did not store {len(unstored)} claim(s) of links")
     to_send = {key for key in fresh if key not in taken}
     if crawl_id is not None:
-        counters.discovered(client, crawl_id, len(to_send), lifetimes.grace)
-        journal.write(
-            client,
-            crawl_id,
-            {digests[keys[key]]: fresh[key] for key in to_send},
-            lifetimes.grace,
-        )
+        entries = {digests[keys[key]]: fresh[key] for key in to_send}
+        journal_and_count(client, crawl_id, entries, lifetimes.grace)
     if not first_delivery:
         # Links this very message claimed on an earlier, interrupted try: send them
         # again, whether their claim still stands or only the journal remembers it.
@@ -456,6 +451,21 @@ def send_claimed(
     ]
     enqueue_all(actor.broker, messages)
     return [message.message_id for message in messages]
+
+
+def journal_and_count(client: Any, crawl_id: str, claimed: dict[bytes, bytes], ttl: int) -> None:
+    """Journal the links just claimed and count them as discovered, before they are
+    sent: the counter's increment and each bucket's append in one round trip a server
+    (``incr_and_append``); a counter or bucket not there yet is created after."""
+    if not claimed:
+        return
+    discovered = counters.crawl_key(crawl_id, counters.DISCOVERED)
+    entries = journal.appends(crawl_id, claimed)
+    no_counter, no_buckets = client.incr_and_append({discovered: len(claimed)}, entries)
+    if no_counter:
+        counters.start_counter(client, discovered, len(claimed), ttl)
+    for key in no_buckets:
+        journal.start_bucket(client, key, entries[key], ttl)
 
 
 def enqueue_all(broker: dramatiq.Broker, messages: list[dramatiq.Message[Any]]) -> None:

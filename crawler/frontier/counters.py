@@ -62,8 +62,14 @@ def _add(client: Any, key: str, amount: int, ttl: int) -> None:
     try:
         client.incr(key, amount)
     except KeyError:  # not there yet (every store's incr says so with a KeyError)
-        if not client.add(key, amount, time=ttl):
-            client.incr(key, amount)
+        start_counter(client, key, amount, ttl)
+
+
+def start_counter(client: Any, key: str, amount: int, ttl: int) -> None:
+    """Create the counter ``key`` at ``amount``; of two workers creating it, the loser's
+    ``add`` fails and it adds to the winner's."""
+    if not client.add(key, amount, time=ttl):
+        client.incr(key, amount)
 
 
 def start(client: Any, crawl_id: str, seeds: int, ttl: int) -> None:

@@ -43,21 +43,26 @@ def keys(crawl_id: str) -> list[str]:
     return [_bucket_key(crawl_id, bucket) for bucket in range(BUCKETS)]
 
 
-def write(client: Any, crawl_id: str, claimed: Mapping[bytes, bytes], ttl: int) -> None:
-    """Append an entry for each URL ``digest -> owner`` just claimed, one round trip per bucket."""
+def appends(crawl_id: str, claimed: Mapping[bytes, bytes]) -> dict[str, bytes]:
+    """The entries of each URL ``digest -> owner`` just claimed, by the bucket they go to."""
     entries: dict[str, bytearray] = defaultdict(bytearray)
     for digest, owner in claimed.items():
         entries[_bucket_key(crawl_id, _bucket(digest))] += digest[:DIGEST] + owner[:OWNER]
-    for key, data in entries.items():
-        # A bucket is created by its first entry; of two workers creating it, the
-        # loser's add fails and it appends after all.
-        stored = (
-            client.append(key, bytes(data))
-            or client.add(key, bytes(data), time=ttl)
-            or client.append(key, bytes(data))
-        )
-        if not stored:  # Memcached failed to store them: the page is retried
-            raise TransientError("Memcached did not store the crawl's journal entries")
+    return {key: bytes(data) for key, data in entries.items()}
+
+
+def start_bucket(client: Any, key: str, data: bytes, ttl: int) -> None:
+    """Create the bucket ``key`` with its first entries ``data``: of two workers creating
+    it, the loser's ``add`` fails and it appends after all."""
+    if not (client.add(key, data, time=ttl) or client.append(key, data)):
+        raise TransientError("Memcached did not store the crawl's journal entries")
+
+
+def write(client: Any, crawl_id: str, claimed: Mapping[bytes, bytes], ttl: int) -> None:
+    """Append an entry for each URL ``digest -> owner`` just claimed, one round trip per bucket."""
+    for key, data in appends(crawl_id, claimed).items():
+        if not client.append(key, data):  # a bucket is created by its first entry
+            start_bucket(client, key, data, ttl)
 
 
 def owners(client: Any, crawl_id: str, digests: Iterable[bytes]) -> dict[bytes, bytes]:

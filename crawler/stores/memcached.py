@@ -220,6 +220,31 @@ class MemcachedClient:
     def append(self, key: str, value: bytes) -> bool:
         return bool(self._one("append", key, value))
 
+    def incr_and_append(
+        self, increments: Mapping[str, int], appends: Mapping[str, bytes]
+    ) -> tuple[list[str], list[str]]:
+        """Add to each counter of ``increments`` and append to each item of ``appends``,
+        a server's commands written together and their answers read after (one round
+        trip a server): the counters and the items that were not there, left as they are."""
+        commands: dict[str, list[tuple[str, bytes]]] = {}
+        for key, delta in increments.items():
+            wired = wire_key(key)
+            line = f"incr {wired} {int(delta)}\r\n".encode()
+            commands.setdefault(self._server(wired), []).append((key, line))
+        for key, data in appends.items():
+            wired = wire_key(key)
+            line = f"append {wired} 0 0 {len(data)}\r\n".encode() + data + b"\r\n"
+            commands.setdefault(self._server(wired), []).append((key, line))
+        no_counters, no_items = [], []
+        for address, sent in commands.items():
+            answers = self._run(address, "_misc_cmd", [line for _, line in sent], b"write", False)
+            for (key, _), answer in zip(sent, answers, strict=True):
+                if answer == b"NOT_FOUND":
+                    no_counters.append(key)
+                elif answer == b"NOT_STORED":
+                    no_items.append(key)
+        return no_counters, no_items
+
     def touch(self, key: str, time: float) -> bool:
         return bool(self._one("touch", key, int(time)))
 

@@ -89,6 +89,17 @@ class MemoryClient:
                 self._items[key] = (value, self._expiry(now, time))
             return value is not None
 
+    def incr_and_append(
+        self, increments: Mapping[str, int], appends: Mapping[str, bytes]
+    ) -> tuple[list[str], list[str]]:
+        no_counters = []
+        for key, delta in increments.items():
+            try:
+                self.incr(key, delta)
+            except KeyError:
+                no_counters.append(key)
+        return no_counters, [key for key, data in appends.items() if not self.append(key, data)]
+
     def touch_multi(self, keys: Iterable[str], time: float) -> None:
         for key in keys:
             self.touch(key, time)

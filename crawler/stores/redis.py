@@ -107,6 +107,17 @@ class RedisStoreClient:
     def append(self, key: str, value: bytes) -> bool:
         return bool(self._append(keys=[key], args=[value]))
 
+    def incr_and_append(
+        self, increments: Mapping[str, int], appends: Mapping[str, bytes]
+    ) -> tuple[list[str], list[str]]:
+        """Add to each counter and append to each item: the counters and the items that
+        were not there, left as they are (one command each)."""
+        no_counters = [
+            key for key, delta in increments.items() if self._incr(keys=[key], args=[delta]) is None
+        ]
+        no_items = [key for key, data in appends.items() if not self.append(key, data)]
+        return no_counters, no_items
+
     def touch(self, key: str, time: float) -> bool:
         return bool(self.redis.expire(key, _seconds(time) or 1))
 
