@@ -115,14 +115,14 @@ def fill(client: Any, start: int, stop: int) -> None:
     :func:`~crawler.frontier.claims.send_claimed` writes for new links, written in
     big batches without its lookups (which are what is measured)."""
     for first in range(start, stop, FILL_BATCH):
-        owners = {}
-        for i in range(first, min(first + FILL_BATCH, stop)):
-            owners[url_digest(url(i), CRAWL)] = owner_token(f"filler-{i}")
+        digests = {
+            url_digest(url(i), CRAWL): i for i in range(first, min(first + FILL_BATCH, stop))
+        }
+        owners = {digest: owner_token(f"filler-{i}") for digest, i in digests.items()}
         client.add_multi(
-            {claims.url_hash(url(i), CRAWL): owners[url_digest(url(i), CRAWL)]
-             for i in range(first, min(first + FILL_BATCH, stop))},
+            {claims.url_hash(url(i), CRAWL): owners[digest] for digest, i in digests.items()},
             time=LIFETIMES.claim,
-        )  # fmt: skip
+        )
         journal.write(client, CRAWL, owners, LIFETIMES.grace)
         counters.discovered(client, CRAWL, len(owners), LIFETIMES.grace)
 

@@ -137,7 +137,8 @@ def main() -> int:
     if directory is None:
         print(f"skipped: no {site.package} here, and apt-get could not install it (not root?)")
         return 0
-    page = sorted(directory.glob("*.html"))[len(list(directory.glob("*.html"))) // 2]
+    html_files = sorted(directory.glob("*.html"))
+    page = html_files[len(html_files) // 2]
     with tempfile.TemporaryDirectory() as work:
         port = free_port()
         seed = f"http://127.0.0.1:{port}/index.html"

@@ -43,7 +43,6 @@ import hashlib
 import json
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -64,13 +63,11 @@ from benchmarks.measuring import (
     DEFAULT_PROCESSES,
     DEFAULT_THREADS,
     ROOT,
+    CrawlCpu,
     broker_env,
-    children,
-    cpu_seconds,
     flush_services,
     free_port,
     serve,
-    service_pids,
     start_workers,
     stop,
     write_site,
@@ -305,16 +302,7 @@ def crawl(
         except RuntimeError as error:
             raise BuildFailed(str(error)) from error
         try:
-            pids = children(workers.pid)
-            services = service_pids()
-            parts = {
-                "workers": pids,
-                "worker parent": [workers.pid],
-                broker: services[broker],
-                "memcached": services["memcached"],
-            }
-            cpu_before = {pid: cpu_seconds(pid) for group in parts.values() for pid in group}
-            seeder_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            meter = CrawlCpu.start(workers.pid, broker)
             started = time.time()
             seeder = subprocess.Popen(
                 [str(build.python), "-m", "crawler.example", seed],
@@ -331,11 +319,7 @@ def crawl(
                 if seeder.poll() is None:
                     seeder.kill()
                     seeder.wait()
-            seeder_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu_by_part = {
-                part: sum(cpu_seconds(pid) - cpu_before[pid] for pid in group)
-                for part, group in parts.items()
-            }
+            cpu_by_part = meter.by_part()
         finally:
             try:
                 stop(workers)
@@ -344,9 +328,6 @@ def crawl(
                 workers.wait()
     if seeder.returncode != 0:
         raise BuildFailed(f"the seeder exited with status {seeder.returncode}")
-    cpu_by_part["seeder"] = (seeder_after.ru_utime + seeder_after.ru_stime) - (
-        seeder_before.ru_utime + seeder_before.ru_stime
-    )
     seconds = last - started
     return {
         "seconds": round(seconds, 3),

@@ -3,16 +3,58 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.site_server import SiteServer, generate_site, page_path
-from tests.support import FAST_FAILURES, RedisClusterProcesses, RedisProcess, wait_for_crawl
+from tests.support import (
+    FAST_FAILURES,
+    RedisClusterProcesses,
+    RedisProcess,
+    wait_for_crawl,
+    wait_until,
+)
 from tests.workers import WorkerProcesses, environment, seed
 
 PAGES = 600
 THREADS = 4
+
+
+@dataclass(frozen=True)
+class FaultedCrawl:
+    """How a crawl through a fault of its store ended: the waiting seeder's exit status,
+    the crawl's id and output, the pages fetched when the fault was over, the workers."""
+
+    returncode: int
+    crawl_id: str
+    stdout: str
+    stderr: str
+    fetched_at_fault: int
+    workers: WorkerProcesses
+
+
+def crawl_through(
+    env: dict[str, str], site: SiteServer, *, after: int, fault: Callable[[], None], timeout: float
+) -> FaultedCrawl:
+    """Crawl ``PAGES`` pages (10 ms each) with one worker process of ``THREADS`` threads
+    and ``--wait``; ``fault`` runs once ``after`` pages were crawled."""
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
+    site.delay = 0.01
+    workers = WorkerProcesses(env, processes=1, threads=THREADS)
+    try:
+        waiting = wait_for_crawl(env, site.url(page_path(0)))
+        assert waiting.stdout is not None
+        crawl_id = waiting.stdout.readline().split()[1]
+        workers.wait_until(lambda: workers.count("Done crawling") >= after)
+        fault()
+        fetched_at_fault = len(site.fetch_counts())
+        stdout, stderr = waiting.communicate(timeout=timeout)
+    finally:
+        assert workers.stop() == 0
+    return FaultedCrawl(waiting.returncode, crawl_id, stdout, stderr, fetched_at_fault, workers)
 
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
@@ -25,25 +67,20 @@ def test_a_crawl_on_a_redis_store_restarted_mid_crawl_fetches_each_page_once(
         **{**FAST_FAILURES, "CRAWLER_MIN_BACKOFF_MS": "500"},  # outlasts the restart
         DEDUP_URL=store.url,
     )
-    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
-    site.delay = 0.01
-    workers = WorkerProcesses(env, processes=1, threads=THREADS)
-    try:
-        waiting = wait_for_crawl(env, site.url(page_path(0)))
-        assert waiting.stdout is not None
-        crawl_id = waiting.stdout.readline().split()[1]
-        workers.wait_until(lambda: workers.count("Done crawling") >= PAGES // 4)
+
+    def restart() -> None:
         store.shut_down()
         time.sleep(2)
         store.start()
-        stdout, stderr = waiting.communicate(timeout=120)
-        status = seed(env, "--status", crawl_id)
+
+    try:
+        crawl = crawl_through(env, site, after=PAGES // 4, fault=restart, timeout=120)
+        status = seed(env, "--status", crawl.crawl_id)
     finally:
-        assert workers.stop() == 0
         store.shut_down()
 
-    assert waiting.returncode == 0, stderr[-2000:]
-    assert f"{PAGES} pages fetched" in stdout
+    assert crawl.returncode == 0, crawl.stderr[-2000:]
+    assert f"{PAGES} pages fetched" in crawl.stdout
     counts = site.fetch_counts()
     assert len(counts) == PAGES
     # Only a page in hand when Redis went away can be fetched again (its attempt failed
@@ -53,6 +90,7 @@ def test_a_crawl_on_a_redis_store_restarted_mid_crawl_fetches_each_page_once(
     print(f"{twice} page(s) fetched twice across the store's restart")
     # The counters lived through the restart too.
     assert f": finished: {PAGES} pages fetched, " in status.stdout, status.stdout
+    workers = crawl.workers
     assert workers.logged_any("Redis is unavailable")
     assert not workers.logged_any("Could not record that"), "an ending was not counted"
 
@@ -98,27 +136,22 @@ def test_a_redis_cluster_store_whose_primary_dies_mid_crawl_fails_over_to_its_re
         **{**FAST_FAILURES, "CRAWLER_MIN_BACKOFF_MS": "4000", "CRAWLER_MAX_BACKOFF_MS": "8000"},
         DEDUP_URL=cluster.url,
     )
-    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
-    site.delay = 0.01
-    workers = WorkerProcesses(env, processes=1, threads=THREADS)
+
+    def kill_a_primary() -> None:
+        cluster.kill(cluster.primaries()[0])
+        wait_until(  # its replica takes its place
+            lambda: len(cluster.primaries()) == RedisClusterProcesses.PRIMARIES and cluster.ok(),
+            timeout=30,
+        )
+
     try:
-        waiting = wait_for_crawl(env, site.url(page_path(0)))
-        workers.wait_until(lambda: workers.count("Done crawling") >= PAGES // 3)
-        victim = cluster.primaries()[0]
-        cluster.kill(victim)
-        deadline = time.monotonic() + 30
-        while len(cluster.primaries()) < RedisClusterProcesses.PRIMARIES or not cluster.ok():
-            assert time.monotonic() < deadline, "no replica took the dead primary's place"
-            time.sleep(0.1)
-        fetched_at_failover = len(site.fetch_counts())
-        stdout, stderr = waiting.communicate(timeout=180)
+        crawl = crawl_through(env, site, after=PAGES // 3, fault=kill_a_primary, timeout=180)
     finally:
-        assert workers.stop() == 0
         cluster.shut_down()
 
-    assert waiting.returncode == 0, stderr[-2000:]
-    assert f"{PAGES} pages fetched" in stdout
-    assert fetched_at_failover < PAGES, "the failover came after the crawl"
+    assert crawl.returncode == 0, crawl.stderr[-2000:]
+    assert f"{PAGES} pages fetched" in crawl.stdout
+    assert crawl.fetched_at_fault < PAGES, "the failover came after the crawl"
     counts = site.fetch_counts()
     assert len(counts) == PAGES
     # Only pages in hand when the primary died are fetched again, each once more: after
@@ -128,4 +161,5 @@ def test_a_redis_cluster_store_whose_primary_dies_mid_crawl_fails_over_to_its_re
     twice = sum(n > 1 for n in counts.values())
     assert max(counts.values()) <= 2 and twice <= THREADS, sorted(counts.values())[-10:]
     print(f"{twice} page(s) fetched twice across the failover")
-    assert workers.logged_any("Redis")  # the attempts that met the dead primary said so
+    # The attempts that met the dead primary said so.
+    assert crawl.workers.logged_any("Redis is unavailable")

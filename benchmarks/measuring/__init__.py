@@ -15,6 +15,7 @@ is on 127.0.0.1.
 from __future__ import annotations
 
 from benchmarks.measuring.accounting import (
+    CrawlCpu,
     children,
     cpu_seconds,
     metric,
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_PROCESSES",
     "DEFAULT_THREADS",
     "ROOT",
+    "CrawlCpu",
     "broker_env",
     "children",
     "cpu_seconds",

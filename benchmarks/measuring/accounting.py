@@ -4,8 +4,10 @@ Prometheus endpoint, and what a dedup store holds, read from its stats."""
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -39,6 +41,50 @@ def service_pids() -> dict[str, list[int]]:
         "redis": pgrep("redis-server"),
         "memcached": pgrep("memcached"),
     }
+
+
+def _reaped_children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass(frozen=True)
+class CrawlCpu:
+    """The CPU a distributed crawl spends, by part, from the moment :meth:`start` is
+    called: the worker processes, their Dramatiq parent, the broker's and Memcached's
+    processes, and the seeder (this process's children reaped since).
+
+    Parameters:
+      parts(dict): The processes of each part, by the part's name.
+      before(dict): Each process's CPU seconds at the start.
+      reaped_before(float): The CPU seconds of this process's reaped children then.
+    """
+
+    parts: dict[str, list[int]]
+    before: dict[int, float]
+    reaped_before: float
+
+    @classmethod
+    def start(cls, workers_pid: int, broker: str) -> CrawlCpu:
+        """Start counting for the workers under ``workers_pid`` on ``broker``."""
+        services = service_pids()
+        parts = {
+            "workers": children(workers_pid),
+            "worker parent": [workers_pid],  # dramatiq's main process: relays the logs
+            broker: services[broker],
+            "memcached": services["memcached"],
+        }
+        before = {pid: cpu_seconds(pid) for group in parts.values() for pid in group}
+        return cls(parts, before, _reaped_children_cpu())
+
+    def by_part(self) -> dict[str, float]:
+        """CPU seconds of each part since the start; read once the seeder was reaped."""
+        spent = {
+            part: sum(cpu_seconds(pid) - self.before[pid] for pid in group)
+            for part, group in self.parts.items()
+        }
+        spent["seeder"] = _reaped_children_cpu() - self.reaped_before
+        return spent
 
 
 def children(pid: int) -> list[int]:

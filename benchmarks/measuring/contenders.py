@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -22,12 +21,10 @@ from typing import Any
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
 from benchmarks.measuring.accounting import (
-    children,
-    cpu_seconds,
+    CrawlCpu,
     metric,
     peak_rss_mib,
     read_metrics,
-    service_pids,
 )
 from benchmarks.measuring.workers import (
     BIN,
@@ -80,17 +77,9 @@ def crawl_with_workers(
     if plain_queues:
         declare_plain_queues()
     workers = start_workers(env, "crawler.example", processes=processes, threads=threads)
-    pids = children(workers.pid)
-    services = service_pids()
-    parts = {
-        "workers": pids,
-        "worker parent": [workers.pid],  # dramatiq's main process: relays the workers' logs
-        broker: services[broker],
-        "memcached": services["memcached"],
-    }
+    meter = CrawlCpu.start(workers.pid, broker)
+    pids = meter.parts["workers"]
     samplers = [sample_stacks(pid, samples / f"{pid}.txt") for pid in pids] if samples else []
-    cpu_before = {pid: cpu_seconds(pid) for group in parts.values() for pid in group}
-    seeder_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     seeder = subprocess.Popen(
         [sys.executable, "-m", "crawler.example", seed, "--wait", *options],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -100,17 +89,10 @@ def crawl_with_workers(
     started = time.monotonic()
     stdout, stderr = seeder.communicate(timeout=900)
     elapsed = time.monotonic() - started
-    seeder_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_by_part = meter.by_part()  # before py-spy's samplers, children too, are reaped
     for sampler in samplers:
         sampler.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
         sampler.wait(timeout=60)
-    cpu_by_part = {
-        part: sum(cpu_seconds(pid) - cpu_before[pid] for pid in group)
-        for part, group in parts.items()
-    }
-    cpu_by_part["seeder"] = (seeder_after.ru_utime + seeder_after.ru_stime) - (
-        seeder_before.ru_utime + seeder_before.ru_stime
-    )
     cpu = sum(cpu_by_part.values())
     rss = max(peak_rss_mib(pid) for pid in pids)
     metrics = read_metrics(timeout=10)

@@ -220,41 +220,49 @@ class MemcachedClient:
     def append(self, key: str, value: bytes) -> bool:
         return bool(self._one("append", key, value))
 
+    def _write_together(self, commands: list[tuple[str, str, str, bytes | None]]) -> list[bytes]:
+        """Each ``(command, key, arguments, data)`` (``data`` None: a command without a
+        data block), a server's commands written together and their one-line answers
+        read after: one round trip a server.  The answers, in the order of ``commands``."""
+        by_server: dict[str, list[tuple[int, bytes]]] = {}
+        for index, (command, key, arguments, data) in enumerate(commands):
+            wired = wire_key(key)
+            line = f"{command} {wired} {arguments}\r\n".encode()
+            by_server.setdefault(self._server(wired), []).append(
+                (index, line if data is None else line + data + b"\r\n")
+            )
+        answers = [b""] * len(commands)
+        for address, lines in by_server.items():
+            read = self._run(address, "_misc_cmd", [line for _, line in lines], b"write", False)
+            for (index, _), answer in zip(lines, read, strict=True):
+                answers[index] = answer
+        return answers
+
     def incr_and_append(
         self, increments: Mapping[str, int], appends: Mapping[str, bytes]
     ) -> tuple[list[str], list[str]]:
         """Add to each counter of ``increments`` and append to each item of ``appends``,
-        a server's commands written together and their answers read after (one round
-        trip a server): the counters and the items that were not there, left as they are."""
-        commands: dict[str, list[tuple[str, bytes]]] = {}
-        for key, delta in increments.items():
-            wired = wire_key(key)
-            line = f"incr {wired} {int(delta)}\r\n".encode()
-            commands.setdefault(self._server(wired), []).append((key, line))
-        for key, data in appends.items():
-            wired = wire_key(key)
-            line = f"append {wired} 0 0 {len(data)}\r\n".encode() + data + b"\r\n"
-            commands.setdefault(self._server(wired), []).append((key, line))
+        in one round trip a server: the counters and the items that were not there,
+        left as they are."""
+        commands: list[tuple[str, str, str, bytes | None]] = [
+            ("incr", key, str(int(delta)), None) for key, delta in increments.items()
+        ]
+        commands += [("append", key, f"0 0 {len(data)}", data) for key, data in appends.items()]
         no_counters, no_items = [], []
-        for address, sent in commands.items():
-            answers = self._run(address, "_misc_cmd", [line for _, line in sent], b"write", False)
-            for (key, _), answer in zip(sent, answers, strict=True):
-                if answer == b"NOT_FOUND":
-                    no_counters.append(key)
-                elif answer == b"NOT_STORED":
-                    no_items.append(key)
+        for (_, key, _, _), answer in zip(commands, self._write_together(commands), strict=True):
+            if answer == b"NOT_FOUND":  # incr's answer for a counter that is not there
+                no_counters.append(key)
+            elif answer == b"NOT_STORED":  # append's, for an item that is not there
+                no_items.append(key)
         return no_counters, no_items
 
     def touch(self, key: str, time: float) -> bool:
         return bool(self._one("touch", key, int(time)))
 
     def touch_multi(self, keys: Iterable[str], time: float) -> None:
-        """Give each of ``keys`` that is there ``time`` seconds more: one round trip a
-        server, the commands written together and their answers read after."""
-        expire = int(time)
-        for address, wired in self._by_server(keys).items():
-            commands = [f"touch {key} {expire}\r\n".encode() for key in wired]
-            self._run(address, "_misc_cmd", commands, b"touch", False)
+        """Give each of ``keys`` that is there ``time`` seconds more, in one round trip a
+        server."""
+        self._write_together([("touch", key, str(int(time)), None) for key in keys])
 
     def delete(self, key: str) -> bool:
         return bool(self._one("delete", key))

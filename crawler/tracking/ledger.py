@@ -55,7 +55,7 @@ class Ledger:
         #: Messages expected, and of those the ones that have not ended yet.
         self.expected = self.pending = 0
 
-    def _spill(self, sets: dict[str, set[bytes]]) -> sqlite3.Connection:
+    def _spill(self, sets: dict[str, set[bytes]]) -> None:
         """Move every key to a SQLite file of the ledger's own, and keep them there."""
         self._disk = tempfile.TemporaryDirectory(prefix="crawler-ledger-", dir=self._directory)
         db = sqlite3.connect(Path(self._disk.name) / "ledger.db", isolation_level=None)
@@ -66,7 +66,6 @@ class Ledger:
             db.execute(f"CREATE TABLE {table} (key BLOB PRIMARY KEY) WITHOUT ROWID")
             db.executemany(f"INSERT INTO {table} VALUES (?)", ((key,) for key in keys))
         self._sets, self._db = None, db
-        return db
 
     def _add(self, table: str, key: bytes) -> bool:
         """Add ``key`` to ``table``: whether it was not there before."""
