@@ -41,7 +41,7 @@ from crawler.frontier import claims, counters, journal
 from crawler.frontier.digests import owner_token, url_digest
 from crawler.stores.memcached import client_of
 from crawler.stores.redis import RedisStorePool
-from tests.support import MemcachedProcess, RedisProcess
+from tests.support import MemcachedProcess, RedisClusterProcesses, RedisProcess
 
 LIFETIMES = Lifetimes(claim=7 * 86400, grace=7 * 86400)
 CRAWL = "claim-path"
@@ -82,6 +82,29 @@ def memcached_store() -> Iterator[tuple[Any, Callable[[], tuple[int, int]]]]:
 
 
 @contextmanager
+def redis_cluster_store() -> Iterator[tuple[Any, Callable[[], tuple[int, int]]]]:
+    """A Redis Cluster of three primaries, as ``DEDUP_URL=redis+cluster://`` uses."""
+    with tempfile.TemporaryDirectory() as directory:
+        cluster = RedisClusterProcesses(Path(directory))
+        client = RedisStorePool(cluster.url).client
+        nodes = cluster.nodes()
+
+        def traffic() -> tuple[int, int]:
+            stats = [node.info("stats") for node in nodes]
+            return (
+                sum(int(s["total_net_input_bytes"]) for s in stats),
+                sum(int(s["total_net_output_bytes"]) for s in stats),
+            )
+
+        try:
+            yield client, traffic
+        finally:
+            for node in nodes:
+                node.close()
+            cluster.shut_down()
+
+
+@contextmanager
 def redis_store() -> Iterator[tuple[Any, Callable[[], tuple[int, int]]]]:
     with tempfile.TemporaryDirectory() as directory:
         server = RedisProcess(Path(directory), appendfsync="no")
@@ -97,6 +120,9 @@ def redis_store() -> Iterator[tuple[Any, Callable[[], tuple[int, int]]]]:
         finally:
             info.close()
             server.shut_down()
+
+
+STORES = {"memcached": memcached_store, "redis": redis_store, "redis-cluster": redis_cluster_store}
 
 
 def page(client: Any, index: int, new: int, rng: random.Random) -> None:
@@ -123,14 +149,14 @@ def fill(client: Any, start: int, stop: int) -> None:
             {claims.url_hash(url(i), CRAWL): owners[digest] for digest, i in digests.items()},
             time=LIFETIMES.claim,
         )
-        journal.write(client, CRAWL, owners, LIFETIMES.grace)
-        counters.discovered(client, CRAWL, len(owners), LIFETIMES.grace)
+        now = journal.read_layout(client, CRAWL)
+        claims.journal_and_count(client, CRAWL, now, owners, LIFETIMES.grace)
 
 
 def measure(store: str, checkpoints: list[int], window: int) -> list[dict[str, float | int | str]]:
     figures: list[dict[str, float | int | str]] = []
     rng = random.Random(1)
-    with memcached_store() if store == "memcached" else redis_store() as (client, traffic):
+    with STORES[store]() as (client, traffic):
         counters.start(client, CRAWL, 1, LIFETIMES.grace)
         claimed = 0
         for checkpoint in checkpoints:
@@ -168,7 +194,9 @@ def main() -> int:
     )
     parser.add_argument("--window", type=int, default=5000, help="pages measured a checkpoint")
     parser.add_argument(
-        "--stores", default="memcached,redis", help="comma-separated: memcached, redis"
+        "--stores",
+        default="memcached,redis,redis-cluster",
+        help="comma-separated: memcached, redis, redis-cluster",
     )
     parser.add_argument("--json", type=Path, help="write the figures here too")
     arguments = parser.parse_args()

@@ -138,8 +138,60 @@ def test_journal_entries_of_many_urls_spread_over_buckets_and_read_back(
 
     assert journal.owners(store, "c", digests) == digests
     assert journal.owners(store, "c", [url_digest("http://h/nope", "c")]) == {}
-    stored = store.get_multi(journal.keys("c"))
-    assert sum(map(len, stored.values())) == (len(digests) + 1) * journal.ENTRY
+    # Level 0 is read, level 1 written beside it: each entry twice.
+    assert journal.read_layout(store, "c") == journal.Layout(read=0, top=1)
+    buckets = [key for key in journal.keys(store, "c") if key not in journal.state_keys("c")]
+    stored = store.get_multi(buckets)
+    assert sum(map(len, stored.values())) == 2 * 3001 * journal.ENTRY
+
+
+def fill_journal(store: Any, crawl_id: str, count: int, batch: int) -> dict[bytes, bytes]:
+    """``count`` entries written as pages write them, ``batch`` at a time."""
+    written: dict[bytes, bytes] = {}
+    for first in range(0, count, batch):
+        claimed = {
+            url_digest(f"http://h/{i}", crawl_id): owner_token(f"m{i}")
+            for i in range(first, min(first + batch, count))
+        }
+        now = journal.read_layout(store, crawl_id)
+        journal.record(store, crawl_id, now, claimed, ttl=600)
+        written.update(claimed)
+    return written
+
+
+def test_the_journal_grows_by_levels_and_a_lookup_reads_one_bucket_of_bounded_size(
+    store: Any,
+) -> None:
+    # Four times level 1's start: levels 1 and 2 were copied and completed on the way.
+    written = fill_journal(store, "c", 4 * journal.SPAN + 100, batch=100)
+
+    now = journal.read_layout(store, "c")
+    assert now == journal.Layout(read=2, top=3)
+    assert journal.owners(store, "c", written, now) == written
+    assert journal.owners(store, "c", [url_digest("http://h/nope", "c")]) == {}
+    sizes = [
+        len(store.get(journal._bucket_key("c", 2, bucket)) or b"") // journal.ENTRY
+        for bucket in range(journal.buckets(2))
+    ]
+    # Some 33 entries a bucket on average, never the whole crawl's share of 256 buckets.
+    assert sum(sizes) / len(sizes) < 2 * journal.PER_BUCKET
+    assert max(sizes) < 4 * journal.PER_BUCKET
+    # Level 0 was deleted as level 1 was copied into level 2: nobody reads it now.
+    assert store.get_multi([journal._bucket_key("c", 0, b) for b in range(journal.BASE)]) == {}
+
+
+def test_a_writer_whose_layout_went_stale_writes_where_lookups_will_read(store: Any) -> None:
+    fill_journal(store, "c", journal.SPAN - 10, batch=500)
+    stale = journal.read_layout(store, "c")
+    assert stale == journal.Layout(read=0, top=1)
+    fill_journal(store, "c", 2 * journal.SPAN, batch=500)  # level 1 is current now
+    late = {url_digest("http://late/", "c"): owner_token("late")}
+
+    journal.record(store, "c", stale, late, ttl=600)  # written at levels 0, 1 and 2
+
+    now = journal.read_layout(store, "c")
+    assert now.top == 2
+    assert journal.owners(store, "c", late, journal.Layout(read=2, top=2)) == late
 
 
 def test_a_message_finishes_its_url_once_and_its_ending_is_counted_once(
@@ -305,7 +357,7 @@ def test_incr_and_append_writes_what_is_there_and_names_what_is_not(store: Any) 
         {"crawl:{crawl-1}:counter": 2, "crawl:{crawl-1}:none": 3},
         {"bucket-a": b"cd", "bucket-b": b"ef"},
     )
-    assert missing == (["crawl:{crawl-1}:none"], ["bucket-b"])
+    assert missing == ({"crawl:{crawl-1}:counter": 7, "crawl:{crawl-1}:none": None}, ["bucket-b"])
     found = store.get_multi(["crawl:{crawl-1}:counter", "bucket-a"])
     assert int(found["crawl:{crawl-1}:counter"]) == 7 and found["bucket-a"] == b"abcd"
     assert store.get_multi(["crawl:{crawl-1}:none", "bucket-b"]) == {}  # none made
@@ -313,12 +365,13 @@ def test_incr_and_append_writes_what_is_there_and_names_what_is_not(store: Any) 
 
 def test_new_links_journal_and_count_in_one_call_and_create_what_is_missing(store: Any) -> None:
     owners = {url_digest(url, "crawl-1"): owner_token(f"m-{url}") for url in URLS}
-    claims.journal_and_count(store, "crawl-1", owners, 60)  # counter and buckets created
-    claims.journal_and_count(store, "crawl-1", {}, 60)  # nothing: no round trip
+    start = journal.read_layout(store, "crawl-1")
+    claims.journal_and_count(store, "crawl-1", start, owners, 60)  # counter and buckets created
+    claims.journal_and_count(store, "crawl-1", start, {}, 60)  # nothing: no round trip
     assert journal.owners(store, "crawl-1", owners) == {d: o[:8] for d, o in owners.items()}
     read = counters.read(store, "crawl-1")
     assert read is not None and read["discovered"] == len(URLS)
     more = {url_digest("http://more.test/", "crawl-1"): owner_token("m-more")}
-    claims.journal_and_count(store, "crawl-1", more, 60)  # appended and added
+    claims.journal_and_count(store, "crawl-1", start, more, 60)  # appended and added
     read = counters.read(store, "crawl-1")
     assert read is not None and read["discovered"] == len(URLS) + 1

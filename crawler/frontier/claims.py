@@ -113,12 +113,13 @@ def claim(
     stored = found.get(key)
     if stored is None:
         # A seed, or a claim that expired or was evicted: the journal knows which.
-        recorded = journal.owners(client, crawl_id, [digest]).get(digest)
+        now = journal.read_layout(client, crawl_id)
+        recorded = journal.owners(client, crawl_id, [digest], now).get(digest)
         if recorded is not None and recorded != owner:
             return TAKEN
         if client.add(key, owner, time=lifetimes.claim):
             if recorded is None:
-                journal.write(client, crawl_id, {digest: owner}, lifetimes.grace)
+                journal.record(client, crawl_id, now, {digest: owner}, lifetimes.grace)
             return OWNED
         stored = _holder(client, key)  # another message claimed it meanwhile
     return OWNED if stored in (owner, GIVEN_UP + owner) else TAKEN
@@ -392,7 +393,10 @@ def send_claimed(
     keys = {(_key(digests[url]) if crawl_id is not None else url_hash(url)): url for url in urls}
     if not keys:
         return []
-    stored = client.get_multi(list(keys))
+    # The journal's layout comes in the same round trip, for the links not claimed yet.
+    state = journal.state_keys(crawl_id) if crawl_id is not None else []
+    stored = client.get_multi([*keys, *state])
+    now = journal.layout(crawl_id, stored) if crawl_id is not None else None
     missing = [key for key in keys if key not in stored]
     # Message ids only for the links this message may send: most are claimed already.
     children = {key: child_message_id(parent_id, keys[key]) for key in missing}
@@ -402,7 +406,7 @@ def send_claimed(
         )
     recorded: dict[bytes, bytes] = {}
     if crawl_id is not None and missing:
-        recorded = journal.owners(client, crawl_id, (digests[keys[key]] for key in missing))
+        recorded = journal.owners(client, crawl_id, (digests[keys[key]] for key in missing), now)
     fresh = {
         key: owner_token(children[key])
         for key in missing
@@ -417,9 +421,9 @@ def send_claimed(
         if unstored:
             raise TransientError(f"Memcached did not store {len(unstored)} claim(s) of links")
     to_send = {key for key in fresh if key not in taken}
-    if crawl_id is not None:
+    if crawl_id is not None and now is not None:
         entries = {digests[keys[key]]: fresh[key] for key in to_send}
-        journal_and_count(client, crawl_id, entries, lifetimes.grace)
+        journal_and_count(client, crawl_id, now, entries, lifetimes.grace)
     if not first_delivery:
         # Links this very message claimed on an earlier, interrupted try: send them
         # again, whether their claim still stands or only the journal remembers it.
@@ -433,9 +437,9 @@ def send_claimed(
                 unjournaled[key] = mine
             elif key in missing and recorded.get(digests.get(keys[key], b"")) == mine:
                 to_send.add(key)
-        if crawl_id is not None and unjournaled:
+        if crawl_id is not None and now is not None and unjournaled:
             entries = {digests[keys[key]]: mine for key, mine in unjournaled.items()}
-            journal.write(client, crawl_id, entries, lifetimes.grace)
+            journal.record(client, crawl_id, now, entries, lifetimes.grace)
     options = {} if priority is None else {"broker_priority": priority}
     messages: list[dramatiq.Message[Any]] = [
         dramatiq.Message(
@@ -453,19 +457,14 @@ def send_claimed(
     return [message.message_id for message in messages]
 
 
-def journal_and_count(client: Any, crawl_id: str, claimed: dict[bytes, bytes], ttl: int) -> None:
+def journal_and_count(
+    client: Any, crawl_id: str, now: journal.Layout, claimed: dict[bytes, bytes], ttl: int
+) -> None:
     """Journal the links just claimed and count them as discovered, before they are
-    sent: the counter's increment and each bucket's append in one round trip a server
-    (``incr_and_append``); a counter or bucket not there yet is created after."""
-    if not claimed:
-        return
+    sent: the counter's increment and the journal's appends in one round trip a server
+    (:func:`crawler.frontier.journal.record`)."""
     discovered = counters.crawl_key(crawl_id, counters.DISCOVERED)
-    entries = journal.appends(crawl_id, claimed)
-    no_counter, no_buckets = client.incr_and_append({discovered: len(claimed)}, entries)
-    if no_counter:
-        counters.start_counter(client, discovered, len(claimed), ttl)
-    for key in no_buckets:
-        journal.start_bucket(client, key, entries[key], ttl)
+    journal.record(client, crawl_id, now, claimed, ttl, {discovered: len(claimed)})
 
 
 def enqueue_all(broker: dramatiq.Broker, messages: list[dramatiq.Message[Any]]) -> None:

@@ -55,21 +55,26 @@ def cancel(client: Any, crawl_id: str, ttl: int) -> None:
     client.set(cancel_key(crawl_id), 1, time=ttl)
 
 
-def _add(client: Any, key: str, amount: int, ttl: int) -> None:
-    """Add ``amount`` to a counter: one round trip once the counter exists."""
-    if not amount:
-        return
+def add_to(client: Any, key: str, amount: int, ttl: int) -> int:
+    """Add ``amount`` to a counter, created when not there: its new value, in one round
+    trip once the counter exists."""
     try:
-        client.incr(key, amount)
+        return int(client.incr(key, amount))
     except KeyError:  # not there yet (every store's incr says so with a KeyError)
-        start_counter(client, key, amount, ttl)
+        return start_counter(client, key, amount, ttl)
 
 
-def start_counter(client: Any, key: str, amount: int, ttl: int) -> None:
+def _add(client: Any, key: str, amount: int, ttl: int) -> None:
+    if amount:
+        add_to(client, key, amount, ttl)
+
+
+def start_counter(client: Any, key: str, amount: int, ttl: int) -> int:
     """Create the counter ``key`` at ``amount``; of two workers creating it, the loser's
-    ``add`` fails and it adds to the winner's."""
-    if not client.add(key, amount, time=ttl):
-        client.incr(key, amount)
+    ``add`` fails and it adds to the winner's.  Its value then."""
+    if client.add(key, amount, time=ttl):
+        return amount
+    return int(client.incr(key, amount))
 
 
 def start(client: Any, crawl_id: str, seeds: int, ttl: int) -> None:

@@ -1,10 +1,11 @@
 """A crawl's journal and counters live as long as the crawl: refreshed while it goes on.
 
-Memcached cannot list a crawl's keys, so the long-lived ones are few and known by name:
-the journal's buckets, the counters and the page budget.  While a crawl's messages are
-processed (or its seeder waits), one process at a time refreshes them all, once every
-quarter of ``CRAWLER_CRAWL_GRACE``: whichever first adds the crawl's lease key.  A
-finished or cancelled crawl is refreshed no more, and its keys expire a grace after.
+Memcached cannot list a crawl's keys, so the long-lived ones are known by name: the
+buckets of the journal's levels in use, the counters and the page budget.  While a
+crawl's messages are processed (or its seeder waits), one process at a time refreshes
+them all, once every quarter of ``CRAWLER_CRAWL_GRACE``: whichever first adds the
+crawl's lease key, in batches of :data:`TOUCH_BATCH`.  A finished or cancelled crawl
+is refreshed no more, and its keys expire a grace after.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ from typing import Any
 
 from crawler.frontier import counters, journal, politeness
 
+#: Keys refreshed in one call: a crawl of 10^7 URLs has some 800,000 journal buckets.
+TOUCH_BATCH = 10_000
 
-def keys(crawl_id: str) -> list[str]:
-    return [*counters.keys(crawl_id), politeness.budget_key(crawl_id), *journal.keys(crawl_id)]
+
+def keys(client: Any, crawl_id: str) -> list[str]:
+    return [
+        *counters.keys(crawl_id),
+        politeness.budget_key(crawl_id),
+        *journal.keys(client, crawl_id),
+    ]
 
 
 class KeepAlive:
@@ -37,4 +45,6 @@ class KeepAlive:
             return
         self._next[crawl_id] = now + self.period
         if client.add(counters.crawl_key(crawl_id, "lease"), 1, time=self.period):
-            client.touch_multi(keys(crawl_id), self.grace)
+            every = keys(client, crawl_id)
+            for start in range(0, len(every), TOUCH_BATCH):
+                client.touch_multi(every[start : start + TOUCH_BATCH], self.grace)

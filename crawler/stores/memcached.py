@@ -240,21 +240,24 @@ class MemcachedClient:
 
     def incr_and_append(
         self, increments: Mapping[str, int], appends: Mapping[str, bytes]
-    ) -> tuple[list[str], list[str]]:
+    ) -> tuple[dict[str, int | None], list[str]]:
         """Add to each counter of ``increments`` and append to each item of ``appends``,
-        in one round trip a server: the counters and the items that were not there,
-        left as they are."""
+        in one round trip a server: each counter's new value (None: it was not there),
+        and the items that were not there, left as they are."""
         commands: list[tuple[str, str, str, bytes | None]] = [
             ("incr", key, str(int(delta)), None) for key, delta in increments.items()
         ]
         commands += [("append", key, f"0 0 {len(data)}", data) for key, data in appends.items()]
-        no_counters, no_items = [], []
-        for (_, key, _, _), answer in zip(commands, self._write_together(commands), strict=True):
-            if answer == b"NOT_FOUND":  # incr's answer for a counter that is not there
-                no_counters.append(key)
+        values: dict[str, int | None] = {}
+        no_items = []
+        for (command, key, _, _), answer in zip(
+            commands, self._write_together(commands), strict=True
+        ):
+            if command == "incr":  # the new value, or NOT_FOUND for a counter not there
+                values[key] = None if answer == b"NOT_FOUND" else int(answer)
             elif answer == b"NOT_STORED":  # append's, for an item that is not there
                 no_items.append(key)
-        return no_counters, no_items
+        return values, no_items
 
     def touch(self, key: str, time: float) -> bool:
         return bool(self._one("touch", key, int(time)))

@@ -91,14 +91,14 @@ class MemoryClient:
 
     def incr_and_append(
         self, increments: Mapping[str, int], appends: Mapping[str, bytes]
-    ) -> tuple[list[str], list[str]]:
-        no_counters = []
+    ) -> tuple[dict[str, int | None], list[str]]:
+        values: dict[str, int | None] = {}
         for key, delta in increments.items():
             try:
-                self.incr(key, delta)
+                values[key] = self.incr(key, delta)
             except KeyError:
-                no_counters.append(key)
-        return no_counters, [key for key, data in appends.items() if not self.append(key, data)]
+                values[key] = None
+        return values, [key for key, data in appends.items() if not self.append(key, data)]
 
     def touch_multi(self, keys: Iterable[str], time: float) -> None:
         for key in keys:

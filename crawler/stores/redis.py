@@ -109,14 +109,16 @@ class RedisStoreClient:
 
     def incr_and_append(
         self, increments: Mapping[str, int], appends: Mapping[str, bytes]
-    ) -> tuple[list[str], list[str]]:
-        """Add to each counter and append to each item: the counters and the items that
-        were not there, left as they are (one command each)."""
-        no_counters = [
-            key for key, delta in increments.items() if self._incr(keys=[key], args=[delta]) is None
-        ]
+    ) -> tuple[dict[str, int | None], list[str]]:
+        """Add to each counter and append to each item (one command each): each
+        counter's new value (None: it was not there), and the items that were not
+        there, left as they are."""
+        values: dict[str, int | None] = {}
+        for key, delta in increments.items():
+            value = self._incr(keys=[key], args=[delta])
+            values[key] = None if value is None else int(value)
         no_items = [key for key, data in appends.items() if not self.append(key, data)]
-        return no_counters, no_items
+        return values, no_items
 
     def touch(self, key: str, time: float) -> bool:
         return bool(self.redis.expire(key, _seconds(time) or 1))
