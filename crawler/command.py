@@ -4,7 +4,7 @@
 
     crawler crawl URL... [--local | --wait] [-o FILE] [options]   seed a crawl, or run it here
     crawler worker [-p N] [-t N]                                 Dramatiq workers for it
-    crawler status | cancel | dead-letters | replay CRAWL_ID     one crawl of workers
+    crawler status | cancel | pause | resume | dead-letters | replay CRAWL_ID
     crawler --version
 
 ``crawler crawl`` crawls as a first-time user expects: it parses pages for links (relative
@@ -63,6 +63,8 @@ def parser() -> argparse.ArgumentParser:
     for name, text in (
         ("status", "print a crawl's figures"),
         ("cancel", "end a crawl: its queued and retrying URLs end as cancelled, unfetched"),
+        ("pause", "pause a crawl: its URLs wait in the broker, unfetched, until resume"),
+        ("resume", "carry on with a paused crawl"),
         ("dead-letters", "list the URLs a crawl gave up for good ('all': of every crawl)"),
         ("replay", "send a crawl's dead-lettered URLs again ('all': of every crawl)"),
     ):

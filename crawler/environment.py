@@ -110,6 +110,8 @@ class Limits:
       max_backoff(int): Longest wait before a retry, in milliseconds.
       store_patience(float): Seconds a message's bookkeeping (its URL marked done, its
         ending counted) keeps trying a dedup store that fails, as during a restart.
+      pause_max_delay(int): Longest wait, in milliseconds, of a paused crawl's message
+        before it looks again whether the crawl was resumed; the wait doubles from a second.
     """
 
     fetch_deadline: float = 8.0
@@ -119,6 +121,7 @@ class Limits:
     min_backoff: int = 15_000
     max_backoff: int = 300_000
     store_patience: float = 15.0
+    pause_max_delay: int = 30_000
 
 
 #: The actor's ``time_limit``, in seconds; a fetch's deadline must stay below it.
@@ -135,6 +138,7 @@ def limits_from_environment() -> Limits:
         min_backoff=int(number("CRAWLER_MIN_BACKOFF_MS", defaults.min_backoff)),
         max_backoff=int(number("CRAWLER_MAX_BACKOFF_MS", defaults.max_backoff)),
         store_patience=number("CRAWLER_STORE_PATIENCE", defaults.store_patience),
+        pause_max_delay=int(number("CRAWLER_PAUSE_MAX_DELAY_MS", defaults.pause_max_delay)),
     )
     if limits.fetch_deadline >= ACTOR_TIME_LIMIT:
         raise ValueError(

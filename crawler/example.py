@@ -27,7 +27,7 @@ from crawler.frontier.scope import child_arguments, links_to_follow, priority, r
 from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions
-from crawler.outcomes import DEFERRED, DUPLICATE
+from crawler.outcomes import DEFERRED, DUPLICATE, PAUSED
 from crawler.records import Record
 from crawler.stores import Stores
 from crawler.tracking import record_queue
@@ -106,7 +106,9 @@ def crawl(
         )
     if skipped == DUPLICATE:
         logger.warning("URL %r has already been visited. Skipping...", url)
-    if skipped is not None:  # a duplicate, cancelled, or over the crawl's budget
+    if skipped == PAUSED:  # `crawler pause`: back to the broker a while, retries untouched
+        claims.put_back_paused(crawl.broker, message, limits.pause_max_delay)
+    if skipped is not None:  # a duplicate, cancelled, paused or over the crawl's budget
         return records.skipped_record(url, skipped)
     links = claims.Links(
         crawl, message.message_id, crawl_options.crawl_id, lifetimes, first_delivery

@@ -25,6 +25,8 @@ DUPLICATE, OVER_BUDGET, DISALLOWED = "duplicate", "over-budget", "disallowed"
 CANCELLED = "cancelled"
 #: An attempt that did not end its URL: failed but will be retried, or rate-limited.
 RETRYING, DEFERRED = "retrying", "deferred"
+#: An attempt put back unfetched because its crawl is paused (``crawler pause``).
+PAUSED = "paused"
 
 #: The outcomes that end a message, each counted once per message.
 ENDINGS = (
@@ -32,7 +34,7 @@ ENDINGS = (
     FAILED,
 )  # fmt: skip
 #: Outcomes of an attempt that leave its message to come again.
-NOT_FINAL = (RETRYING, DEFERRED)
+NOT_FINAL = (RETRYING, DEFERRED, PAUSED)
 #: Outcomes that go into an output file: the URLs a crawl fetched or gave up.
 WRITTEN = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, FAILED)
 #: Outcomes after which the URL's claim is finished: its own message ended it.

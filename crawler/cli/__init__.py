@@ -60,6 +60,12 @@ def parser() -> argparse.ArgumentParser:
         help="end the crawl: its queued and retrying URLs end as cancelled, without a fetch",
     )
     watching.add_argument(
+        "--pause",
+        metavar="CRAWL_ID",
+        help="pause the crawl: its URLs wait in the broker, unfetched, until --resume",
+    )
+    watching.add_argument("--resume", metavar="CRAWL_ID", help="carry on with a paused crawl")
+    watching.add_argument(
         "--dead-letters",
         metavar="CRAWL_ID",
         help="list the URLs of the crawl given up for good ('all': of every crawl)",
@@ -121,7 +127,7 @@ def main(
 
 #: What can be done to a crawl of workers, given its id: ``--status ID`` and the like
 #: here, ``crawler status ID`` and the like in :mod:`crawler.command`.
-ACTIONS = ("status", "cancel", "replay", "dead-letters")
+ACTIONS = ("status", "cancel", "pause", "resume", "replay", "dead-letters")
 
 
 def about_crawl(
@@ -137,6 +143,9 @@ def about_crawl(
         return reach_services(lambda: seeder.status(stores, crawl_id))
     if action == "cancel":
         return reach_services(lambda: seeder.cancel(stores, crawl_id, lifetimes))
+    if action in ("pause", "resume"):
+        paused = action == "pause"
+        return reach_services(lambda: seeder.pause(stores, crawl_id, lifetimes, paused=paused))
     return reach_services(
         lambda: seeder.dead_letters(
             crawl.broker,

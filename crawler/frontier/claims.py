@@ -86,15 +86,16 @@ def ttl(crawl_id: str | None, lifetimes: Lifetimes) -> int:
 
 
 #: What :func:`claim` says: the message owns the URL, another one does, or the
-#: message's crawl was cancelled (then nothing is claimed).
-OWNED, TAKEN, CANCELLED = "owned", "taken", "cancelled"
+#: message's crawl was cancelled or is paused (then nothing is claimed).
+OWNED, TAKEN, CANCELLED, PAUSED = "owned", "taken", "cancelled", "paused"
 
 
 def claim(
     client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
 ) -> str:
     """Whether the message ``message_id`` owns ``url`` (now or from before); for a
-    crawl's message, whether the crawl was cancelled, read in the same round trip."""
+    crawl's message, whether the crawl was cancelled or is paused, read in the same
+    round trip."""
     owner = owner_token(message_id)
     if crawl_id is None:
         key = url_hash(url)
@@ -107,9 +108,11 @@ def claim(
         return OWNED if stored in (owner, GIVEN_UP + owner, message_id.encode()) else TAKEN
     digest = url_digest(url, crawl_id)
     key = _key(digest)
-    found = client.get_multi([key, counters.cancel_key(crawl_id)])
+    found = client.get_multi([key, counters.cancel_key(crawl_id), counters.pause_key(crawl_id)])
     if counters.cancel_key(crawl_id) in found:
         return CANCELLED
+    if counters.pause_key(crawl_id) in found:
+        return PAUSED
     stored = found.get(key)
     if stored is None:
         # A seed, or a claim that expired or was evicted: the journal knows which.
@@ -255,6 +258,8 @@ def claim_message(
     """:func:`claim` for ``message``; a URL taken from under a message that may have
     claimed links it never sent (:func:`may_have_unsent_links`) is its to crawl again."""
     verdict = claim(client, url, message.message_id, crawl_id, lifetimes)
+    if verdict == PAUSED:
+        return verdict
     if verdict == TAKEN and may_have_unsent_links(client, message, url, crawl_id):
         logger.info("URL %r is another message's now; crawling it again to send its links.", url)
         return OWNED
@@ -282,6 +287,15 @@ def defer(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int) -
     broker.enqueue(message.copy(options={"deferrals": deferrals}), delay=delay)
 
 
+def put_back_paused(broker: dramatiq.Broker, message: dramatiq.Message[Any], longest: int) -> None:
+    """Send a paused crawl's message again, same id, after a wait that doubles from a
+    second up to ``longest`` milliseconds: it waits in the broker, its retries untouched,
+    and looks again whether the crawl was resumed."""
+    pauses = message.options.get("pauses", 0)
+    delay = min(1000 << min(pauses, 20), longest)
+    broker.enqueue(message.copy(options={"pauses": pauses + 1}), delay=delay)
+
+
 def take(
     client: Any,
     message: dramatiq.Message[Any],
@@ -302,6 +316,8 @@ def take(
     if added == CANCELLED:
         logger.warning("Skipping URL %r since its crawl was cancelled.", url)
         return outcomes.CANCELLED, False
+    if added == PAUSED:
+        return outcomes.PAUSED, False
     if added == TAKEN:
         return outcomes.DUPLICATE, False
     first_delivery = bound_deliveries(client, message, limits.max_deliveries, lifetimes)

@@ -15,17 +15,21 @@ from typing import Any
 
 from crawler.environment import Lifetimes
 from crawler.frontier.digests import short_id
-from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, RETRYING
+from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, PAUSED, RETRYING
 
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
 #: 1 once ``--cancel`` asked for the crawl to end.
 CANCEL_REQUESTED = "cancel-requested"
+#: 1 while ``crawler pause`` holds the crawl (until ``crawler resume``).
+PAUSE_REQUESTED = "pause-requested"
 #: Memcached's ``evictions`` when the crawl was seeded.
 EVICTIONS_AT_START = "evictions-at-start"
 #: The counters kept in Memcached.
-STORED = (DISCOVERED, *ENDINGS, RETRYING, DEFERRED)
+STORED = (DISCOVERED, *ENDINGS, RETRYING, DEFERRED, PAUSED)
+#: The marks that ``crawler cancel`` and ``crawler pause`` set.
+MARKS = (CANCEL_REQUESTED, PAUSE_REQUESTED)
 #: Every figure of a crawl.
-NAMES = (OUTSTANDING, *STORED, CANCEL_REQUESTED)
+NAMES = (OUTSTANDING, *STORED, *MARKS)
 
 
 def crawl_key(crawl_id: str, name: str) -> str:
@@ -45,14 +49,28 @@ def cancel_key(crawl_id: str) -> str:
     return crawl_key(crawl_id, CANCEL_REQUESTED)
 
 
+def pause_key(crawl_id: str) -> str:
+    """The key that says a crawl is paused, read with :func:`cancel_key`."""
+    return crawl_key(crawl_id, PAUSE_REQUESTED)
+
+
 def keys(crawl_id: str) -> list[str]:
     """Every counter and mark of the crawl, for refreshing them while it goes on."""
-    return [crawl_key(crawl_id, name) for name in (*STORED, CANCEL_REQUESTED, EVICTIONS_AT_START)]
+    return [crawl_key(crawl_id, name) for name in (*STORED, *MARKS, EVICTIONS_AT_START)]
 
 
 def cancel(client: Any, crawl_id: str, ttl: int) -> None:
     """Ask every worker to end the crawl's messages without a fetch."""
     client.set(cancel_key(crawl_id), 1, time=ttl)
+
+
+def pause(client: Any, crawl_id: str, ttl: int) -> None:
+    """Ask every worker to put the crawl's messages back unfetched until :func:`resume`."""
+    client.set(pause_key(crawl_id), 1, time=ttl)
+
+
+def resume(client: Any, crawl_id: str) -> None:
+    client.delete(pause_key(crawl_id))
 
 
 def add_to(client: Any, key: str, amount: int, ttl: int) -> int:
@@ -135,7 +153,7 @@ def reopened(client: Any, crawl_id: str, message_id: str) -> None:
 
 def read(client: Any, crawl_id: str) -> dict[str, int] | None:
     """Every counter of the crawl, or None when the crawl is unknown."""
-    found = client.get_multi([crawl_key(crawl_id, name) for name in (*STORED, CANCEL_REQUESTED)])
+    found = client.get_multi([crawl_key(crawl_id, name) for name in (*STORED, *MARKS)])
     if not found:
         return None
     figures = {name: int(found.get(crawl_key(crawl_id, name), 0)) for name in NAMES[1:]}

@@ -38,6 +38,8 @@ class Progress:
         self.waiting_for: set[str] = set()
         #: Items Memcached evicted since the crawl began, when it says so.
         self.evicted = 0
+        #: True while the crawl is paused (``crawler pause``).
+        self.paused = False
         self._waiting_shown: set[str] = set()
         self._lock = threading.Lock()
         self._last_line = self.started
@@ -66,6 +68,8 @@ class Progress:
         )
         if self.evicted:
             line += f", Memcached evicted {self.evicted} items"
+        if self.paused:
+            line += ", paused"
         for service in sorted(self.waiting_for):
             line += f", waiting for {service}..."
         return line
@@ -79,12 +83,16 @@ class Progress:
                 self._bar_shown = True
             elif (
                 time.monotonic() - self._last_line >= LINE_INTERVAL
-                or self.waiting_for != self._waiting_shown
+                or self._state() != self._waiting_shown
             ):
                 self.stream.write(self.line() + "\n")
                 self._last_line = time.monotonic()
-                self._waiting_shown = set(self.waiting_for)
+                self._waiting_shown = self._state()
             self.stream.flush()
+
+    def _state(self) -> set[str]:
+        """What a line is printed at once for when it changes: services, and the pause."""
+        return self.waiting_for | ({"paused"} if self.paused else set())
 
     def clear(self) -> None:
         """Take the bar off the terminal line, so a log line or the summary can go there."""

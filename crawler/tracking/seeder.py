@@ -207,6 +207,7 @@ def follow(
             else:
                 progress.waiting_for.discard(store_name)
                 progress.discovered = max(figures[counters.DISCOVERED], ledger.expected)
+                progress.paused = bool(figures[counters.PAUSE_REQUESTED])
                 progress.counts[RETRYING] = figures[RETRYING]
             if publishers_blocked():
                 progress.waiting_for.add(BLOCKED)
@@ -239,6 +240,8 @@ def status(pool: StorePool, crawl_id: str) -> int:
     state = "finished" if figures[counters.OUTSTANDING] <= 0 else "running"
     if figures[counters.CANCEL_REQUESTED]:
         state = f"cancelled ({state})"
+    elif figures[counters.PAUSE_REQUESTED] and state == "running":
+        state = "paused"
     print(
         f"crawl {crawl_id}: {state}: {summary(figures, every_part=True)}; "
         f"{figures[counters.DISCOVERED]} discovered, "
@@ -264,6 +267,27 @@ def cancel(pool: StorePool, crawl_id: str, lifetimes: Lifetimes) -> int:
         "pages being fetched now finish",
         flush=True,
     )
+    return 0
+
+
+def pause(pool: StorePool, crawl_id: str, lifetimes: Lifetimes, *, paused: bool) -> int:
+    """``pause``: the crawl's messages wait in the broker unfetched from now on, until
+    ``resume``; 2 when the crawl is unknown."""
+    if _figures(pool, crawl_id, required=False) is None:
+        return _unknown(crawl_id)
+    with pool.reserve() as client:
+        if paused:
+            counters.pause(client, crawl_id, lifetimes.grace)
+        else:
+            counters.resume(client, crawl_id)
+    if paused:
+        print(
+            f"crawl {crawl_id} paused: its URLs wait in the broker, unfetched, until"
+            f" 'crawler resume {crawl_id}'; pages being fetched now finish",
+            flush=True,
+        )
+    else:
+        print(f"crawl {crawl_id} resumed", flush=True)
     return 0
 
 
