@@ -2,11 +2,14 @@
 
 Only the broker (Dramatiq's ``StubBroker`` with an in-process ``Worker``) and the
 dedup store (:class:`~crawler.stores.memory.MemoryPool`) differ from a distributed
-crawl; fetching, extraction, claims and failures are the very same code.
+crawl; fetching, extraction, claims and failures are the very same code.  With
+``--state DIR`` both are kept on disk as well (:mod:`crawler.stores.saved`), and the
+same command again carries on with the crawl.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 from typing import Any
@@ -16,10 +19,12 @@ from dramatiq.errors import QueueJoinTimeout
 
 from crawler.brokers import local
 from crawler.environment import Lifetimes, local_backoffs
+from crawler.frontier import counters
 from crawler.middleware import QuickRetries
-from crawler.outcomes import WRITTEN
+from crawler.outcomes import FAILED, WRITTEN
 from crawler.records import Record, RecordFile
 from crawler.stores import StorePool
+from crawler.stores.saved import SavedState
 from crawler.tracking.bookkeeping import keep_books
 from crawler.tracking.progress import Progress, ProgressLogHandler
 
@@ -27,6 +32,30 @@ from crawler.tracking.progress import Progress, ProgressLogHandler
 REFRESH_MS = 200
 #: Milliseconds Ctrl-C waits for fetches in flight before leaving them.
 STOP_TIMEOUT_MS = 3000
+
+
+class AnotherCrawl(ValueError):
+    """The ``--state`` directory holds another command's crawl."""
+
+
+def seeds_to_send(
+    saved: SavedState, seeds: list[dramatiq.Message[Any]], command: dict[str, Any]
+) -> list[dramatiq.Message[Any]]:
+    """The seeds to send: every one for a new crawl (``command``, its URLs and options,
+    is saved); none when the state file holds this command's crawl already (its
+    messages are there).  Raises :class:`AnotherCrawl` for another command's."""
+    known = saved.fact("command")
+    if known is None:
+        saved.set_fact("crawl_id", (seeds[0].kwargs.get("options") or {}).get("crawl_id"))
+        saved.set_fact("command", command)
+        return seeds
+    if known != json.loads(json.dumps(command)):
+        raise AnotherCrawl(
+            f"{str(saved.path.parent)!r} holds the state of another crawl"
+            f" ({' '.join(known['urls'])}, other options): give it the same command, or"
+            " another --state directory"
+        )
+    return []
 
 
 def run(
@@ -38,10 +67,12 @@ def run(
     threads: int,
     output: RecordFile | None,
     verbose: bool,
+    saved: SavedState | None = None,
 ) -> int:
     """Crawl from the ``seeds`` messages of ``actor`` until nothing is left; 0 when no URL failed
     for good.  ``pool`` is the in-memory store the actor uses, ``lifetimes`` its
-    entries' (as the actor's)."""
+    entries' (as the actor's).  With ``saved`` (``--state``) and no seeds, carry on
+    with the crawl the state file holds."""
     progress = Progress()
     _log_through(progress, logging.INFO if verbose else logging.WARNING)
 
@@ -50,7 +81,7 @@ def run(
         if output is not None and record.get("outcome") in WRITTEN:
             output.write(record)
 
-    broker = local.serve(actor)
+    broker = local.serve(actor, saved)
     broker.add_middleware(QuickRetries(*local_backoffs()))
     keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
     broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
@@ -58,6 +89,8 @@ def run(
     worker.start()
     interrupted = False
     try:
+        if saved is not None and not seeds:
+            _carry_on(broker, pool, saved, progress)
         for message in seeds:
             broker.enqueue(message)
         while True:
@@ -73,10 +106,35 @@ def run(
         worker.stop(timeout=STOP_TIMEOUT_MS if interrupted else 600_000)
         if output is not None:
             output.close()
+        if saved is not None:
+            saved.close()
     print(progress.summary(interrupted=interrupted), flush=True)
     if interrupted:
+        if saved is not None:
+            print(
+                f"The crawl is kept in {str(saved.path.parent)!r}: run the same command"
+                " again to carry on.",
+                flush=True,
+            )
         return 130
-    return 1 if progress.failures else 0
+    return 1 if progress.counts[FAILED] else 0
+
+
+def _carry_on(
+    broker: local.PriorityStubBroker, pool: StorePool, saved: SavedState, progress: Progress
+) -> None:
+    """Put back the messages the state file holds, and the crawl's figures so far."""
+    crawl_id = saved.fact("crawl_id")
+    with pool.reserve() as client:
+        figures = counters.read(client, crawl_id) if crawl_id else None
+    if figures is not None:
+        progress.carry_on(figures)
+    left = broker.restore()
+    print(
+        f"Carrying on with the crawl kept in {str(saved.path.parent)!r}: {left} URL(s)"
+        " queued or in hand when it stopped.",
+        flush=True,
+    )
 
 
 def _log_through(progress: Progress, level: int) -> None:

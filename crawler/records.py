@@ -102,22 +102,48 @@ RECORD_FIELDS = (
 )  # fmt: skip
 
 
+def cut_partial_line(path: Path) -> int:
+    """Cut ``path`` after its last newline (a line cut short by a kill or a power cut
+    goes); its size then."""
+    with path.open("r+b") as file:
+        end = file.seek(0, 2)
+        position = end
+        while position > 0:
+            start = max(0, position - 65536)
+            file.seek(start)
+            newline = file.read(position - start).rfind(b"\n")
+            if newline != -1:
+                whole = start + newline + 1
+                if whole != end:
+                    file.truncate(whole)
+                return whole
+            position = start
+        file.truncate(0)
+        return 0
+
+
 class RecordFile:
     """``--output``: one complete line per record even when interrupted.  JSON lines, or
     CSV for a ``.csv`` path (a spreadsheet's: links counted); ``-`` is standard output.
 
     Parameters:
       path(Path): The file, made anew; ``-`` for standard output.
+      append(bool): Add to the file instead (``--state``: a crawl carried on), after
+        cutting off a last line that an interruption left half-written.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, append: bool = False) -> None:
         self._csv = path.suffix.lower() == ".csv"
         self._owned = str(path) != "-"
+        fresh = True
+        if append and self._owned and path.exists():
+            fresh = cut_partial_line(path) == 0
+        mode = "a" if append else "w"
         self._file: IO[str] | None = (
-            path.open("w", encoding="utf-8", newline="") if self._owned else sys.stdout
+            path.open(mode, encoding="utf-8", newline="") if self._owned else sys.stdout
         )
         self._lock = threading.Lock()
-        if self._csv and self._file is not None:
+        if self._csv and self._file is not None and fresh:
             csv.writer(self._file).writerow(RECORD_FIELDS)
 
     def write(self, record: Record) -> None:

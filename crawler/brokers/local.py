@@ -1,4 +1,5 @@
-"""``--local``'s broker: Dramatiq's ``StubBroker`` in this process, with priorities."""
+"""``--local``'s broker: Dramatiq's ``StubBroker`` in this process, with priorities, its
+messages kept on disk too with ``--state`` (:class:`crawler.stores.saved.SavedState`)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,76 @@ import queue
 from typing import Any
 
 import dramatiq
-from dramatiq.brokers.stub import StubBroker
+from dramatiq.brokers.stub import StubBroker, _StubConsumer
+
+from crawler.stores.saved import SavedState
+
+#: The option naming a message's row in the state file.
+SAVED_ROW = "saved_row"
 
 
 class PriorityStubBroker(StubBroker):
     """Dramatiq's ``StubBroker``, its queues handing out the message of highest
-    ``broker_priority`` first (``--breadth-first``), as RabbitMQ's do; then in order."""
+    ``broker_priority`` first (``--breadth-first``), as RabbitMQ's do; then in order.
+
+    With a ``saved`` state, each message enqueued is written to it first, under a row of
+    its own, and deleted when acknowledged (or dead-lettered): a retry or a deferral,
+    enqueued before the attempt it follows is acknowledged, has a row of its own.
+    """
+
+    def __init__(self, saved: SavedState | None = None) -> None:
+        super().__init__()
+        self.saved = saved
 
     def declare_queue(self, queue_name: str) -> None:
         if queue_name not in self.queues:
             super().declare_queue(queue_name)
             self.queues[queue_name] = _Priorities()
+
+    def enqueue(
+        self, message: dramatiq.Message[Any], *, delay: int | None = None
+    ) -> dramatiq.Message[Any]:
+        if self.saved is not None:
+            row = self.saved.new_row()
+            message = message.copy(options={SAVED_ROW: row})
+            self.saved.put_message(row, message.encode())
+        return super().enqueue(message, delay=delay)
+
+    def restore(self) -> int:
+        """Put back the messages the state file holds, as they were: how many."""
+        assert self.saved is not None
+        bodies = self.saved.messages()
+        for body in bodies:
+            message = dramatiq.Message.decode(body)
+            super().enqueue(message)  # under its row already
+        return len(bodies)
+
+    def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 100) -> Any:
+        consumer: Any = super().consume(queue_name, prefetch, timeout)
+        if self.saved is None:
+            return consumer
+        return _SavedConsumer(self.saved, consumer.queue, consumer.dead_letters, prefetch, timeout)
+
+
+class _SavedConsumer(_StubConsumer):
+    """Deletes an acknowledged (or dead-lettered) message's row from the state file."""
+
+    def __init__(self, saved: SavedState, *args: Any) -> None:
+        super().__init__(*args)  # type: ignore[no-untyped-call]
+        self.saved = saved
+
+    def ack(self, message: Any) -> None:
+        self._done(message)
+        super().ack(message)  # type: ignore[no-untyped-call]
+
+    def nack(self, message: Any) -> None:
+        self._done(message)
+        super().nack(message)  # type: ignore[no-untyped-call]
+
+    def _done(self, message: Any) -> None:
+        row = message.options.get(SAVED_ROW)
+        if row is not None:
+            self.saved.drop_message(row)
 
 
 class _Priorities(queue.PriorityQueue):  # type: ignore[type-arg]
@@ -37,10 +97,10 @@ class _Priorities(queue.PriorityQueue):  # type: ignore[type-arg]
         return item
 
 
-def serve(actor: dramatiq.Actor[Any, Any]) -> PriorityStubBroker:
+def serve(actor: dramatiq.Actor[Any, Any], saved: SavedState | None = None) -> PriorityStubBroker:
     """A :class:`PriorityStubBroker` for ``actor``, which it now sends to (``--local``:
-    the process's only broker)."""
-    broker = PriorityStubBroker()
+    the process's only broker); its messages kept in ``saved`` too, when given."""
+    broker = PriorityStubBroker(saved)
     broker.declare_actor(actor)
     actor.broker = broker
     dramatiq.set_broker(broker)

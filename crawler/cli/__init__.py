@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import socket
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ import dramatiq
 import redis
 
 from crawler import local_mode
+from crawler.archiving.warc import cut_partial_records
 from crawler.brokers import BROKER_ERRORS
 from crawler.cli import arguments as crawl_arguments
 from crawler.environment import Lifetimes, broker_address, dedup_store_name, dedup_url, uses_redis
@@ -26,6 +28,7 @@ from crawler.options import CrawlOptions
 from crawler.records import RecordFile
 from crawler.stores import STORE_ERRORS, Stores
 from crawler.stores.memcached import MemcachedError
+from crawler.stores.saved import SavedClient, SavedState
 from crawler.tracking import seeder
 
 #: What a service that does not answer raises in the seeder: pika lets a failed lookup
@@ -99,6 +102,13 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
     )
     running.add_argument(
         "--threads", type=crawl_arguments.threads, help="--local's fetching threads (default 8)"
+    )
+    running.add_argument(
+        "--state",
+        type=Path,
+        metavar="DIR",
+        help="with --local: keep the crawl on disk in DIR; after an interruption, the same"
+        " command carries on where it stopped",
     )
     running.add_argument(
         "-o",
@@ -175,6 +185,8 @@ def seed(
             )
     if arguments.threads is not None and not arguments.local:
         command.error("--threads works with --local only")
+    if arguments.state is not None and not arguments.local:
+        command.error("--state works with --local only")
     if arguments.output is not None and not (arguments.wait or arguments.local):
         command.error("--output works with --local or --wait")
     try:
@@ -194,7 +206,10 @@ def seed(
             " them in arrival order",
             file=sys.stderr,
         )
-    output = open_output(command, arguments.output)
+    saved = None
+    if arguments.local and arguments.state is not None:
+        saved, seeds = open_state(command, arguments, seeds, crawl_options)
+    output = open_output(command, arguments.output, append=saved is not None)
     # With records on standard output (-o -), what the command says goes to stderr.
     said = (
         sys.stderr if arguments.output is not None and str(arguments.output) == "-" else sys.stdout
@@ -204,7 +219,9 @@ def seed(
             # --local: claims, counters and rate limits in this process, not in Memcached;
             # WARC files in the directory the command line named (the one its messages name).
             warc = None if crawl_options.warc is None else Path(crawl_options.warc)
-            stores.keep_in_memory(warc)
+            if saved is not None and warc is not None and warc.is_dir():
+                cut_partial_records(warc)  # a record the interruption cut short
+            stores.keep_in_memory(warc, None if saved is None else SavedClient(saved))
             return local_mode.run(
                 crawl,
                 stores,
@@ -213,6 +230,7 @@ def seed(
                 threads=arguments.threads or 8,
                 output=output,
                 verbose=arguments.verbose,
+                saved=saved,
             )
         return reach_services(
             lambda: seeder.seed(
@@ -269,11 +287,36 @@ def reach_services(command: Callable[[], int]) -> int:
         return 1
 
 
-def open_output(command: argparse.ArgumentParser, path: Path | None) -> RecordFile | None:
-    """The ``--output`` file, opened before anything is enqueued, or a usage error."""
+def open_state(
+    command: argparse.ArgumentParser,
+    arguments: argparse.Namespace,
+    seeds: list[dramatiq.Message[Any]],
+    crawl_options: CrawlOptions,
+) -> tuple[SavedState, list[dramatiq.Message[Any]]]:
+    """``--state DIR``: its state file, and the seeds to send (none when carrying on),
+    or a usage error."""
+    options = dict(crawl_options.to_message() or {})
+    options.pop("crawl_id", None)
+    the_command = {"urls": arguments.urls, "options": options}
+    try:
+        saved = SavedState(arguments.state)
+    except (OSError, sqlite3.Error) as e:
+        command.error(f"cannot keep --state in {str(arguments.state)!r}: {e}")
+    try:
+        return saved, local_mode.seeds_to_send(saved, seeds, the_command)
+    except local_mode.AnotherCrawl as e:
+        saved.close()
+        command.error(str(e))
+
+
+def open_output(
+    command: argparse.ArgumentParser, path: Path | None, *, append: bool = False
+) -> RecordFile | None:
+    """The ``--output`` file, opened before anything is enqueued (added to with
+    ``append``), or a usage error."""
     if path is None:
         return None
     try:
-        return RecordFile(path)
+        return RecordFile(path, append=append)
     except OSError as e:
         command.error(f"cannot write --output {str(path)!r}: {e.strerror or e}")

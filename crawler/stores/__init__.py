@@ -51,9 +51,11 @@ class Stores:
         self._dedup_url = dedup_url()
         self._warc = (warc_max_bytes(), warc_directory())
 
-    def keep_in_memory(self, warc_root: Path | None = None) -> None:
-        """``--local``: claims, counters and rate limits in this process; WARC files
-        under ``warc_root`` (the one directory its messages name), else as configured."""
+    def keep_in_memory(self, warc_root: Path | None = None, client: Any = None) -> None:
+        """``--local``: claims, counters and rate limits in this process (in ``client``,
+        a :class:`~crawler.stores.memory.MemoryClient`: ``--state``'s is also on disk);
+        WARC files under ``warc_root`` (the one directory its messages name), else as
+        configured."""
         from dramatiq.rate_limits.backends import StubBackend
 
         from crawler.stores.memory import MemoryPool
@@ -62,7 +64,8 @@ class Stores:
             if self._opened is not None:
                 raise RuntimeError("the stores are in use already: keep them in memory first")
             files = WarcFiles(self._warc[0], root=warc_root or self._warc[1])
-            self._opened = (MemoryPool(), StubBackend(), files)  # type: ignore[no-untyped-call]
+            backend = StubBackend()  # type: ignore[no-untyped-call]
+            self._opened = (MemoryPool(client), backend, files)
 
     def _stores(self) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
         opened = self._opened  # set once, then only read: no lock on a page's path

@@ -10,11 +10,21 @@ from typing import Any
 
 
 class MemoryClient:
-    """The subset of ``pylibmc.Client`` the crawler uses, thread-safe, with expiry."""
+    """The subset of ``pylibmc.Client`` the crawler uses, thread-safe, with expiry.
 
-    def __init__(self) -> None:
+    Every change goes through :meth:`_put` and :meth:`_drop`, which a store kept on
+    disk extends (:class:`crawler.stores.saved.SavedClient`).
+    """
+
+    def __init__(self, items: dict[str, tuple[Any, float]] | None = None) -> None:
         self._lock = threading.Lock()
-        self._items: dict[str, tuple[Any, float]] = {}
+        self._items: dict[str, tuple[Any, float]] = items or {}
+
+    def _put(self, key: str, value: Any, expires: float) -> None:
+        self._items[key] = (value, expires)
+
+    def _drop(self, key: str) -> bool:
+        return self._items.pop(key, None) is not None
 
     def _live(self, key: str, now: float) -> Any:
         value, expires = self._items.get(key, (None, 0.0))
@@ -36,13 +46,13 @@ class MemoryClient:
 
     def get_multi(self, keys: Iterable[str]) -> dict[str, Any]:
         with self._lock:
-            now = time.monotonic()
+            now = _now()
             found = {key: self._live(key, now) for key in keys}
         return {key: value for key, value in found.items() if value is not None}
 
     def set(self, key: str, value: Any, time: float = 0) -> bool:
         with self._lock:
-            self._items[key] = (value, self._expiry(_now(), time))
+            self._put(key, value, self._expiry(_now(), time))
             return True
 
     def add(self, key: str, value: Any, time: float = 0) -> bool:
@@ -55,7 +65,7 @@ class MemoryClient:
             now = _now()
             for key, value in mapping.items():
                 if self._live(key, now) is None:
-                    self._items[key] = (value, self._expiry(now, time))
+                    self._put(key, value, self._expiry(now, time))
                 else:
                     taken.append(key)
         return taken
@@ -70,7 +80,7 @@ class MemoryClient:
             now = _now()
             if self._live(key, now) != cas or cas is None:
                 return False
-            self._items[key] = (value, self._expiry(now, time))
+            self._put(key, value, self._expiry(now, time))
             return True
 
     def append(self, key: str, value: bytes) -> bool:
@@ -78,7 +88,7 @@ class MemoryClient:
             current = self._live(key, _now())
             if current is None:
                 return False
-            self._items[key] = (current + value, self._items[key][1])
+            self._put(key, current + value, self._items[key][1])
             return True
 
     def touch(self, key: str, time: float) -> bool:
@@ -86,7 +96,7 @@ class MemoryClient:
             now = _now()
             value = self._live(key, now)
             if value is not None:
-                self._items[key] = (value, self._expiry(now, time))
+                self._put(key, value, self._expiry(now, time))
             return value is not None
 
     def incr_and_append(
@@ -106,7 +116,7 @@ class MemoryClient:
 
     def delete(self, key: str) -> bool:
         with self._lock:
-            return self._items.pop(key, None) is not None
+            return self._drop(key)
 
     def incr(self, key: str, delta: int = 1) -> int:
         with self._lock:
@@ -115,19 +125,20 @@ class MemoryClient:
             if value is None:
                 raise KeyError(key)
             expires = self._items[key][1]
-            self._items[key] = (int(value) + delta, expires)
+            self._put(key, int(value) + delta, expires)
             return int(value) + delta
 
 
 def _now() -> float:
-    return time.monotonic()
+    """Wall-clock time: a store kept on disk keeps its expiry times across runs."""
+    return time.time()
 
 
 class MemoryPool:
     """Stands where ``pylibmc.ThreadMappedPool`` does: ``with pool.reserve() as client``."""
 
-    def __init__(self) -> None:
-        self.client = MemoryClient()
+    def __init__(self, client: MemoryClient | None = None) -> None:
+        self.client = client or MemoryClient()
 
     @contextmanager
     def reserve(self) -> Iterator[MemoryClient]:

@@ -11,6 +11,7 @@ from typing import TextIO
 
 from crawler.outcomes import (
     CRAWLED,
+    ENDINGS,
     FAILED,
     NOT_FINAL,
     RETRYING,
@@ -42,8 +43,18 @@ class Progress:
         self.paused = False
         self._waiting_shown: set[str] = set()
         self._lock = threading.Lock()
+        self._fetched_before = 0  # pages of the crawl fetched by an earlier run (--state)
         self._last_line = self.started
         self._bar_shown = False
+
+    def carry_on(self, figures: dict[str, int]) -> None:
+        """Start from a crawl's figures so far (``--state``): counts and discovered; the
+        rate counts only this run's pages."""
+        with self._lock:
+            for outcome in (*ENDINGS, RETRYING):
+                self.counts[outcome] += figures.get(outcome, 0)
+            self.discovered += figures.get("discovered", 0)
+            self._fetched_before = fetched(self.counts)
 
     def discover(self) -> None:
         with self._lock:
@@ -63,7 +74,7 @@ class Progress:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         line = (
             f"{self.done} done / {self.discovered} discovered, "
-            f"{fetched(self.counts) / elapsed:.1f} pages/s, "
+            f"{(fetched(self.counts) - self._fetched_before) / elapsed:.1f} pages/s, "
             f"{self.counts[RETRYING] + self.counts[FAILED]} errors"
         )
         if self.evicted:
@@ -104,7 +115,7 @@ class Progress:
         with self._lock:
             self.clear()
             elapsed = time.monotonic() - self.started
-            rate = fetched(self.counts) / max(elapsed, 1e-9)
+            rate = (fetched(self.counts) - self._fetched_before) / max(elapsed, 1e-9)
             verb = "Interrupted" if interrupted else "Finished"
             lines = [f"{verb} after {elapsed:.1f}s: {summary(self.counts, rate=rate)}."]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
