@@ -155,6 +155,11 @@ def measure(
                 runs.setdefault("local", []).append(
                     crawl_locally(seed, threads=processes * threads)
                 )
+                # --state: the same local crawl kept on disk as it goes (SQLite).
+                state = ("--state", str(prefix / "state"))
+                runs.setdefault("local_state", []).append(
+                    crawl_locally(seed, threads=processes * threads, options=state)
+                )
                 if not quick:
                     scrapy = crawl_with_scrapy(seed, prefix, concurrency=processes * threads)
                     if scrapy is not None:
@@ -303,7 +308,7 @@ def table(results: dict[str, Any]) -> str:
         f"{'run':<10} {'pages/s':>8} {'msgs/page':>9} {'CPU ms/page':>11} {'RSS MiB':>8} "
         f"{'/Scrapy':>7} {'/no-op':>7}",
     ]
-    for run in ("rabbitmq", "redis", "local", "scrapy"):
+    for run in ("rabbitmq", "redis", "local", "local_state", "scrapy"):
         figures = results.get(run)
         if not figures:
             continue

@@ -20,7 +20,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from crawler import cli
+from crawler import cli, handlers
 
 #: ``crawler worker``'s defaults: Dramatiq's own (a process a core, 8 threads each).
 WORKER_THREADS = 8
@@ -46,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
         help="run Dramatiq workers for crawls (dramatiq crawler.example)",
         description="Run Dramatiq worker processes for crawls: dramatiq crawler.example.",
     )
+    worker.set_defaults(usage=worker)
     worker.add_argument(
         "-p",
         "--processes",
@@ -59,6 +60,14 @@ def parser() -> argparse.ArgumentParser:
         type=_bounded(1, 512),
         default=WORKER_THREADS,
         help=f"threads in each process (default {WORKER_THREADS})",
+    )
+    worker.add_argument(
+        "--handler",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNCTION",
+        help="load this page handler, for the crawls that choose it (repeatable;"
+        " CRAWLER_HANDLERS too)",
     )
     for name, text in (
         ("status", "print a crawl's figures"),
@@ -82,12 +91,22 @@ def main(args: list[str] | None = None) -> int:
 
     crawl, stores, lifetimes = example.crawl, example.stores, example.lifetimes
     if arguments.command == "crawl":
-        return cli.seed(arguments.usage, arguments, crawl, stores, lifetimes)
+        return cli.seed(arguments.usage, arguments, crawl, stores, lifetimes, example.handlers)
     return cli.about_crawl(arguments.command, arguments.crawl_id, crawl, stores, lifetimes)
 
 
 def worker(arguments: argparse.Namespace) -> int:
-    """Become ``dramatiq crawler.example -p N -t N``: Dramatiq's own worker command."""
+    """Become ``dramatiq crawler.example -p N -t N``: Dramatiq's own worker command, with
+    ``--handler``s added to ``CRAWLER_HANDLERS`` (each loaded here first: a handler
+    that cannot be loaded is a usage error, not a worker that dies)."""
+    names = [*filter(None, os.getenv("CRAWLER_HANDLERS", "").split(",")), *arguments.handler]
+    for name in arguments.handler:
+        try:
+            handlers.load(name)
+        except ValueError as e:
+            arguments.usage.error(f"--handler {name}: {e}")
+    if names:
+        os.environ["CRAWLER_HANDLERS"] = ",".join(names)
     command = [sys.executable, "-m", "dramatiq", "crawler.example"]
     command += ["--processes", str(arguments.processes), "--threads", str(arguments.threads)]
     sys.stdout.flush()

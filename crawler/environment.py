@@ -206,6 +206,25 @@ def number(name: str, default: float) -> float:
     return parsed
 
 
+def handler_names() -> list[str]:
+    """``CRAWLER_HANDLERS``: the page handlers this worker loads, comma-separated
+    ``package.module:function`` names (``crawler worker --handler`` sets it)."""
+    return [name.strip() for name in os.getenv("CRAWLER_HANDLERS", "").split(",") if name.strip()]
+
+
+def handler_timeout() -> float:
+    """``CRAWLER_HANDLER_TIMEOUT``: seconds a page handler may take on one page (1.5);
+    with the fetch's deadline, it must stay below the actor's time limit."""
+    seconds = number("CRAWLER_HANDLER_TIMEOUT", 1.5)
+    deadline = limits_from_environment().fetch_deadline
+    if seconds + deadline >= ACTOR_TIME_LIMIT:
+        raise ValueError(
+            f"CRAWLER_HANDLER_TIMEOUT plus CRAWLER_FETCH_DEADLINE ({deadline:g}) must stay"
+            f" below the actor's {ACTOR_TIME_LIMIT:g}s time limit"
+        )
+    return seconds
+
+
 def warc_directory() -> Path | None:
     """``CRAWLER_WARC_DIR``: the directory under which this worker writes the WARC files
     of ``--warc`` crawls, each in the directory the crawl names (relative to it, or an

@@ -18,12 +18,18 @@ import requests
 from crawler import cli, messages, records
 from crawler.archiving import warc
 from crawler.brokers import QUEUE, SendBack, make_broker
-from crawler.environment import lifetimes_from_environment, limits_from_environment
+from crawler.environment import (
+    handler_names,
+    handler_timeout,
+    lifetimes_from_environment,
+    limits_from_environment,
+)
 from crawler.errors import PermanentError
 from crawler.failures import reports_failures
 from crawler.fetching import fetch, new_session
 from crawler.frontier import claims, politeness, sitemaps
 from crawler.frontier.scope import child_arguments, links_to_follow, priority, report_dropped
+from crawler.handlers import Handlers, Page, followed, page_of
 from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
 from crawler.options import CrawlOptions
@@ -39,6 +45,7 @@ anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()
 lifetimes = lifetimes_from_environment()
+handlers = Handlers(handler_names(), handler_timeout())  # CRAWLER_HANDLERS: this worker's
 
 send_back = SendBack()
 broker = make_broker(send_back)
@@ -61,12 +68,18 @@ def get_session() -> requests.Session:
 
 
 def find_anchors(
-    url: str, body: bytes, response: requests.Response, crawl_options: CrawlOptions
+    url: str,
+    body: bytes,
+    response: requests.Response,
+    crawl_options: CrawlOptions,
+    page: Page | None = None,
 ) -> list[str]:
-    """Upstream's regex by default, an HTML parser with ``--follow-relative``: the
-    absolute http(s) links, the first ``CRAWLER_MAX_LINKS_PER_PAGE`` of them."""
+    """Upstream's regex by default, an HTML parser with ``--follow-relative`` (the page
+    handler's tree, when there is one): the absolute http(s) links, the first
+    ``CRAWLER_MAX_LINKS_PER_PAGE`` of them."""
     if crawl_options.follow_relative:
-        found = html_links(body, response.url, response.headers.get("Content-Type"))
+        tree = None if page is None else page.tree
+        found = html_links(body, response.url, response.headers.get("Content-Type"), tree)
     else:
         found = [clean_anchor(match.group(1)) for match in anchor_re.finditer(body)]
     anchors: list[str] = []
@@ -99,6 +112,7 @@ def crawl(
 ) -> Record:
     crawl_options = CrawlOptions.from_message(options)
     message = claims.current_message(crawl, url)
+    handler = handlers.chosen(crawl_options.handler)  # --handler: one this worker loaded
     keeper = keeper_of(message, crawl_options, options)  # --warc: every response kept
     with stores.memcache_pool.reserve() as client:
         skipped, first_delivery = claims.take(
@@ -139,22 +153,28 @@ def crawl(
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
+    page: Page | None = None
     agent = crawl_options.user_agent
     with slot, fetch(session, url, limits, agent, via_public=via_public, keeper=keeper) as fetched:
         body, stored = warc.read_page(fetched, limits, keeper)
         if body is None:
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
-            anchors = find_anchors(url, body, fetched.response, crawl_options)
+            page = None if handler is None else page_of(url, fetched.response, body)
+            anchors = find_anchors(url, body, fetched.response, crawl_options, page)
 
-    follow, dropped = links_to_follow(anchors or [], crawl_options, depth)
+    handled = None if handler is None or page is None else handlers.run(handler, page)
+    found = [*(anchors or []), *followed(handled, fetched.response.url)]
+    follow, dropped = links_to_follow(found, crawl_options, depth)
     dropped_links = report_dropped(url, dropped)
     kwargs = child_arguments(depth, options, via_public=fetched.public)
     with stores.memcache_pool.reserve() as client:
         sent = links.send(client, follow, kwargs, priority=priority(depth + 1, crawl_options))
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
-    return records.page_record(url, fetched.response, anchors, depth, sent, dropped_links, stored)
+    return records.page_record(
+        url, fetched.response, anchors, depth, sent, dropped_links, stored, handled
+    )
 
 
 def keeper_of(
@@ -175,7 +195,7 @@ def keeper_of(
 
 
 def main(args: list[str]) -> int:
-    return cli.main(args, crawl, stores, lifetimes)
+    return cli.main(args, crawl, stores, lifetimes, handlers)
 
 
 if __name__ == "__main__":

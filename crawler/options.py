@@ -62,6 +62,8 @@ class CrawlOptions:
       records_without_links(bool): Those records leave out the page's links (the
         seeder writes no ``--output``).  Both are asked for by the seeder, so that a
         seeder from before them still gets what it reads.
+      handler(str): The page handler (``package.module:function``) the crawl's pages
+        go through, one of those the worker loaded (:mod:`crawler.handlers`).
     """
 
     crawl_id: str | None = None
@@ -83,6 +85,7 @@ class CrawlOptions:
     collect_records: bool = False
     batched_records: bool = False
     records_without_links: bool = False
+    handler: str | None = None
 
     def to_message(self) -> dict[str, Any] | None:
         """The options as a message keyword argument: only what differs from upstream."""
@@ -357,6 +360,16 @@ DIRECTORY = Rule("a directory name", directory_name)
 DOMAINS = Rule("a list of domain names", _each(host_name))
 PATTERNS = Rule("a list of regular expressions", _each(regular_expression))
 
+_HANDLER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", re.ASCII)
+
+
+def handler_name(value: Any) -> str:
+    """``package.module:function``, as a worker's ``CRAWLER_HANDLERS`` names it."""
+    if not (isinstance(value, str) and len(value) <= 200 and _HANDLER.fullmatch(value)):
+        raise ValueError
+    return value
+
+
 #: Each option's rule; a message's options are checked by these and nothing else
 #: (:meth:`CrawlOptions.from_message`), and the command line's types use them too.
 RULES: dict[str, Rule[Any]] = {
@@ -379,6 +392,7 @@ RULES: dict[str, Rule[Any]] = {
     "collect_records": FLAG,
     "batched_records": FLAG,
     "records_without_links": FLAG,
+    "handler": Rule("a handler's name, package.module:function", handler_name),
 }
 
 

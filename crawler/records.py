@@ -18,6 +18,7 @@ from typing import IO, Any
 import requests
 
 from crawler.archiving.warc import Stored
+from crawler.handlers import Outcome
 from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, NOT_HTML, SITEMAP
 
 Record = dict[str, Any]
@@ -31,11 +32,13 @@ def page_record(
     sent: list[str],
     dropped_links: int = 0,
     stored: Stored | None = None,
+    handled: Outcome | None = None,
 ) -> Record:
     """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML,
     ``sent`` the ids of the messages it sent for the new URLs among them,
     ``dropped_links`` how many of its links were malformed (named only when some were),
-    and ``stored`` where ``--warc`` put its response."""
+    ``stored`` where ``--warc`` put its response, and ``handled`` what the crawl's
+    page handler made of it (``data``, or ``handler_error``)."""
     outcome = CRAWLED if links is not None else NOT_HTML
     if stored is not None and stored.revisit:
         outcome = DUPLICATE_CONTENT
@@ -54,6 +57,10 @@ def page_record(
         record["warc_file"] = stored.file
         record["warc_offset"] = stored.offset
         record["payload_digest"] = stored.payload_digest
+    if handled is not None:
+        record["data"] = handled.data
+        if handled.error is not None:
+            record["handler_error"] = handled.error
     return record
 
 
@@ -98,7 +105,7 @@ def url_of(message: Any) -> str:
 RECORD_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "dropped_links",
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
-    "warc_offset", "payload_digest",
+    "warc_offset", "payload_digest", "data", "handler_error",
 )  # fmt: skip
 
 
@@ -151,6 +158,8 @@ class RecordFile:
         if self._csv:
             row = io.StringIO()
             public["links"] = len(public.get("links") or [])
+            if public.get("data") is not None:  # a handler's data: one JSON cell
+                public["data"] = json.dumps(public["data"], ensure_ascii=False)
             csv.writer(row).writerow(
                 ["" if public.get(c) is None else public[c] for c in RECORD_FIELDS]
             )

@@ -24,6 +24,7 @@ from crawler.cli import arguments as crawl_arguments
 from crawler.environment import Lifetimes, broker_address, dedup_store_name, dedup_url, uses_redis
 from crawler.frontier import politeness
 from crawler.frontier.scope import priority
+from crawler.handlers import Handlers
 from crawler.options import CrawlOptions
 from crawler.records import RecordFile
 from crawler.stores import STORE_ERRORS, Stores
@@ -122,17 +123,21 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
 
 
 def main(
-    args: list[str], crawl: dramatiq.Actor[Any, Any], stores: Stores, lifetimes: Lifetimes
+    args: list[str],
+    crawl: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    lifetimes: Lifetimes,
+    handlers: Handlers,
 ) -> int:
     """Run the command ``args`` ask for with the ``crawl`` actor, the process's ``stores``
-    and the crawl entries' ``lifetimes``: the exit status."""
+    and ``handlers`` and the crawl entries' ``lifetimes``: the exit status."""
     command = parser()
     arguments = command.parse_args(args)
     for action in ACTIONS:
         crawl_id = getattr(arguments, action.replace("-", "_"))
         if crawl_id:
             return about_crawl(action, crawl_id, crawl, stores, lifetimes)
-    return seed(command, arguments, crawl, stores, lifetimes)
+    return seed(command, arguments, crawl, stores, lifetimes, handlers)
 
 
 #: What can be done to a crawl of workers, given its id: ``--status ID`` and the like
@@ -174,8 +179,10 @@ def seed(
     crawl: dramatiq.Actor[Any, Any],
     stores: Stores,
     lifetimes: Lifetimes,
+    handlers: Handlers,
 ) -> int:
-    """Seed the crawl ``arguments`` describe for workers, or run it here (``--local``)."""
+    """Seed the crawl ``arguments`` describe for workers, or run it here (``--local``,
+    with its ``--handler`` loaded into ``handlers``)."""
     if not arguments.urls:
         command.error("give at least one URL to crawl")
     for first, second in CONTRADICTIONS:
@@ -206,6 +213,11 @@ def seed(
             " them in arrival order",
             file=sys.stderr,
         )
+    if arguments.local and arguments.handler is not None:
+        try:
+            handlers.load(arguments.handler)
+        except ValueError as e:
+            command.error(f"--handler {arguments.handler}: {e}")
     saved = None
     if arguments.local and arguments.state is not None:
         saved, seeds = open_state(command, arguments, seeds, crawl_options)

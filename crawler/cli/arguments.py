@@ -26,6 +26,7 @@ from crawler.options import (
     CrawlOptions,
     Rule,
     canonical_http_url,
+    handler_name,
     host_name,
     regular_expression,
     whole_between,
@@ -129,6 +130,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, upstream: bool = True) -> 
         "--user-agent", type=user_agent, default=DEFAULT_USER_AGENT, help="the User-Agent header"
     )
     group.add_argument(
+        "--handler",
+        type=handler_name_argument,
+        metavar="MODULE:FUNCTION",
+        help="call this page handler on every HTML page (workers must load it:"
+        " 'crawler worker --handler'); what it returns goes in the page's record",
+    )
+    group.add_argument(
         "--warc",
         metavar="DIR",
         help="keep every response in WARC files in DIR (with workers: DIR under their"
@@ -177,6 +185,7 @@ def from_arguments(
         collect_records=collect_records,
         batched_records=collect_records,
         records_without_links=records_without_links,
+        handler=arguments.handler,
         crawl_id=getattr(arguments, "crawl_id", None) or uuid.uuid4().hex,
     )
     try:  # what workers will check: the same code, so the seeder never sends what they refuse
@@ -256,6 +265,16 @@ def domain_name(value: str) -> str:
 def pattern(value: str) -> str:
     """An ``argparse`` type: a regular expression RE2 compiles."""
     return _parsed(value, value, Rule("a regular expression", regular_expression))
+
+
+def handler_name_argument(value: str) -> str:
+    """``--handler``'s type: ``package.module:function``."""
+    try:
+        return handler_name(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a handler's name: package.module:function"
+        ) from None
 
 
 def user_agent(value: str) -> str:

@@ -78,7 +78,17 @@ def _standard(label: str) -> str | None:
     return _INSTEAD.get(encoding.name, name)
 
 
-def html_links(body: bytes, page_url: str, content_type: str | None = None) -> list[str]:
+def decoded(body: bytes, content_type: str | None = None) -> str:
+    """The page's text, decoded as :func:`html_links` decodes it."""
+    return body.decode(page_encoding(body, content_type), "crawler-percent-escape")
+
+
+def html_links(
+    body: bytes,
+    page_url: str,
+    content_type: str | None = None,
+    tree: LexborHTMLParser | None = None,
+) -> list[str]:
     """Every ``<a href>`` of ``body`` as an absolute URL: any quoting, case and attribute
     order, entities decoded, relative ones resolved against ``<base href>`` or the page.
 
@@ -88,10 +98,12 @@ def html_links(body: bytes, page_url: str, content_type: str | None = None) -> l
     percent-encoded as they are.  Resolving never fails the page: a malformed ``<base
     href>`` is ignored, as browsers do, and a malformed link is kept for
     :func:`crawler.frontier.scope.links_to_follow` to drop with its reason, like any
-    other link that cannot be parsed.
+    other link that cannot be parsed.  ``tree``: the page parsed already (a page
+    handler's :attr:`crawler.handlers.Page.tree`), not parsed again.
     """
     encoding = page_encoding(body, content_type)
-    tree = LexborHTMLParser(body.decode(encoding, "crawler-percent-escape"))
+    if tree is None:
+        tree = LexborHTMLParser(body.decode(encoding, "crawler-percent-escape"))
     base = page_url
     base_tag = tree.css_first("base[href]")
     if base_tag is not None:

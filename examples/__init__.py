@@ -1,0 +1,2 @@
+"""Page handlers to copy: each a function ``handler(page) -> dict | None``
+(:mod:`crawler.handlers`)."""
