@@ -135,6 +135,10 @@ class Handlers:
         """Load one more (``--local --handler``); ValueError when it cannot be loaded."""
         self._loaded[spec] = load(spec)
 
+    def add(self, name: str, handler: Handler) -> None:
+        """Take a function as the handler ``name`` (:class:`crawler.api.Crawl`'s)."""
+        self._loaded[name] = handler
+
     @property
     def names(self) -> list[str]:
         return list(self._loaded)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import dramatiq
@@ -21,7 +23,7 @@ from crawler.brokers import local
 from crawler.environment import Lifetimes, local_backoffs
 from crawler.frontier import counters
 from crawler.middleware import QuickRetries
-from crawler.outcomes import FAILED, WRITTEN
+from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
 from crawler.records import Record, RecordFile
 from crawler.stores import StorePool
 from crawler.stores.saved import SavedState
@@ -68,11 +70,14 @@ def run(
     output: RecordFile | None,
     verbose: bool,
     saved: SavedState | None = None,
+    on_record: Callable[[Record], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Crawl from the ``seeds`` messages of ``actor`` until nothing is left; 0 when no URL failed
     for good.  ``pool`` is the in-memory store the actor uses, ``lifetimes`` its
     entries' (as the actor's).  With ``saved`` (``--state``) and no seeds, carry on
-    with the crawl the state file holds."""
+    with the crawl the state file holds.  Each final record goes to ``on_record`` too;
+    ``stop`` set stops the crawl as Ctrl-C does."""
     progress = Progress()
     _log_through(progress, logging.INFO if verbose else logging.WARNING)
 
@@ -80,6 +85,8 @@ def run(
         progress.record(record)
         if output is not None and record.get("outcome") in WRITTEN:
             output.write(record)
+        if on_record is not None and record.get("outcome") not in NOT_FINAL:
+            on_record(record)
 
     broker = local.serve(actor, saved)
     broker.add_middleware(QuickRetries(*local_backoffs()))
@@ -99,6 +106,9 @@ def run(
                 break
             except QueueJoinTimeout:
                 progress.show()
+                if stop is not None and stop.is_set():
+                    interrupted = True
+                    break
     except KeyboardInterrupt:
         interrupted = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the summary

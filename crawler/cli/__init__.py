@@ -10,6 +10,7 @@ import contextlib
 import socket
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -26,7 +27,7 @@ from crawler.frontier import politeness
 from crawler.frontier.scope import priority
 from crawler.handlers import Handlers
 from crawler.options import CrawlOptions
-from crawler.records import RecordFile
+from crawler.records import Record, RecordFile
 from crawler.stores import STORE_ERRORS, Stores
 from crawler.stores.memcached import MemcachedError
 from crawler.stores.saved import SavedClient, SavedState
@@ -180,9 +181,13 @@ def seed(
     stores: Stores,
     lifetimes: Lifetimes,
     handlers: Handlers,
+    *,
+    on_record: Callable[[Record], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Seed the crawl ``arguments`` describe for workers, or run it here (``--local``,
-    with its ``--handler`` loaded into ``handlers``)."""
+    with its ``--handler`` loaded into ``handlers``; each final record handed to
+    ``on_record``, and stopped when ``stop`` is set: :class:`crawler.api.Crawl`'s)."""
     if not arguments.urls:
         command.error("give at least one URL to crawl")
     for first, second in CONTRADICTIONS:
@@ -213,7 +218,11 @@ def seed(
             " them in arrival order",
             file=sys.stderr,
         )
-    if arguments.local and arguments.handler is not None:
+    if (
+        arguments.local
+        and arguments.handler is not None
+        and arguments.handler not in handlers.names
+    ):
         try:
             handlers.load(arguments.handler)
         except ValueError as e:
@@ -243,6 +252,8 @@ def seed(
                 output=output,
                 verbose=arguments.verbose,
                 saved=saved,
+                on_record=on_record,
+                stop=stop,
             )
         return reach_services(
             lambda: seeder.seed(

@@ -61,7 +61,7 @@ class Stores:
         from crawler.stores.memory import MemoryPool
 
         with self._lock:
-            if self._opened is not None:
+            if self._opened is not None and not isinstance(self._opened[0], MemoryPool):
                 raise RuntimeError("the stores are in use already: keep them in memory first")
             files = WarcFiles(self._warc[0], root=warc_root or self._warc[1])
             backend = StubBackend()  # type: ignore[no-untyped-call]

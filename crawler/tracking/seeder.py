@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
 from typing import Any
 
@@ -27,7 +27,7 @@ from crawler.outcomes import (
     eviction_warning,
     summary,
 )
-from crawler.records import RecordFile, url_of
+from crawler.records import Record, RecordFile, url_of
 from crawler.stores import STORE_ERRORS, StorePool
 from crawler.tracking import dead_letters as dead_letter_queue
 from crawler.tracking import record_queue
@@ -142,6 +142,40 @@ class PublishersBlocked:
                 connection.close()
 
 
+#: What :func:`arrivals` yields between records: a poll ended (time to look at the
+#: counters), or the broker did not answer (the reader reconnects before the next).
+POLLED, BROKER_DOWN = "polled", "broker-down"
+
+
+def arrivals(
+    reader: record_queue.Reader, ledger: Ledger, output: RecordFile | None = None
+) -> Iterator[Record | str]:
+    """Each final record of the crawl once, as it arrives, until the ledger has nothing
+    pending: a record sent again by a worker that died before it acknowledged comes
+    once; each record's ``sent`` ids are expected in turn; a page's record is written
+    to ``output`` the first time its URL is.  Between polls :data:`POLLED`, and
+    :data:`BROKER_DOWN` when the broker does not answer (the caller waits it out)."""
+    while ledger.pending:
+        try:
+            with closing(reader.read(timeout=POLL)) as arriving:
+                for record in arriving:
+                    if not ledger.end(record["message_id"]):
+                        continue  # sent again by a worker that died before it acknowledged
+                    ledger.expect(record.pop("sent", ()))
+                    written = record["outcome"] in WRITTEN and ledger.first_write(record["url"])
+                    if written and output is not None:
+                        output.write(record)
+                    yield record
+                    if not ledger.pending:
+                        break  # that was the last one: no need to wait out the poll
+            ledger.flush()
+        except BROKER_ERRORS:
+            reader.reconnect()
+            yield BROKER_DOWN
+            continue
+        yield POLLED
+
+
 def follow(
     pool: StorePool,
     crawl_id: str,
@@ -154,13 +188,13 @@ def follow(
     """Show progress until nothing of the crawl is queued, in flight or waiting for a retry;
     close ``reader`` on the way out.
 
-    "Finished" is read from the records themselves: each message's final record names
-    the messages it sent, so the crawl is over once the seeds and every message named
-    have ended, in whatever order their records came (kept in a :class:`Ledger` on
-    disk, so that a crawl of any size waits in bounded memory).  A record sent again after a
-    worker died counts once.  Outages of the broker or Memcached are waited out (the
-    progress line says so); Ctrl-C stops the waiting, not the crawl.  Meanwhile
-    ``keep_alive`` refreshes the crawl's journal and counters, as workers do.
+    "Finished" is read from the records themselves (:func:`arrivals`): each message's
+    final record names the messages it sent, so the crawl is over once the seeds and
+    every message named have ended, in whatever order their records came (kept in a
+    :class:`Ledger` on disk, so that a crawl of any size waits in bounded memory).
+    Outages of the broker or Memcached are waited out (the progress line says so);
+    Ctrl-C stops the waiting, not the crawl.  Meanwhile ``keep_alive`` refreshes the
+    crawl's journal and counters, as workers do.
     """
     progress = Progress()
     broker_name = "Redis" if uses_redis() else "RabbitMQ"
@@ -172,29 +206,18 @@ def follow(
     interrupted = False
     next_eviction_check = 0.0
     try:
-        while ledger.pending:
-            try:
-                with closing(reader.read(timeout=POLL)) as arriving:
-                    for record in arriving:
-                        if not ledger.end(record["message_id"]):
-                            continue  # sent again by a worker that died before it acknowledged
-                        if record["message_id"] in seed_ids and record["outcome"] == DUPLICATE:
-                            seen_before.add(record["url"])
-                        ledger.expect(record.pop("sent", ()))
-                        written = record["outcome"] in WRITTEN and ledger.first_write(record["url"])
-                        if written and output is not None:
-                            output.write(record)
-                        progress.record(record)
-                        if not ledger.pending:
-                            break  # that was the last one: no need to wait out the poll
-                ledger.flush()
-                progress.waiting_for.discard(broker_name)
-            except BROKER_ERRORS:
+        for arrived in arrivals(reader, ledger, output):
+            if arrived == BROKER_DOWN:
                 progress.waiting_for.add(broker_name)
                 progress.show()
-                reader.reconnect()
                 time.sleep(POLL)
                 continue
+            if not isinstance(arrived, str):
+                if arrived["message_id"] in seed_ids and arrived["outcome"] == DUPLICATE:
+                    seen_before.add(arrived["url"])
+                progress.record(arrived)
+                continue
+            progress.waiting_for.discard(broker_name)
             try:
                 figures = _figures(pool, crawl_id)
                 if time.monotonic() >= next_eviction_check:

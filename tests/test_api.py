@@ -1,0 +1,116 @@
+"""The Python API: ``from crawler import Crawl`` (a crawl in this process) and ``seed``
+(a crawl of workers, followed from code)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crawler import Crawl, CrawlError, Page
+from tests.site_server import SiteServer, generate_site, page_path
+from tests.support import FAST_FAILURES
+from tests.workers import PROJECT_ROOT, WorkerProcesses, environment
+
+PAGES = 30
+
+
+def pages_fetched(site: SiteServer) -> dict[str, int]:
+    """What the site served, robots.txt aside (``crawler crawl`` obeys it by default)."""
+    return {path: n for path, n in site.fetch_counts().items() if path != "/robots.txt"}
+
+
+def body_size(page: Page) -> dict[str, Any]:
+    return {"bytes": len(page.body), "final": page.final_url}
+
+
+def test_a_local_crawl_from_code_yields_each_record_with_its_handler_s_data(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=4))
+    output = tmp_path / "records.jsonl"
+    crawl = Crawl([site.url(page_path(0))], threads=4, handler=body_size, output=output)
+
+    records = list(crawl)
+
+    crawled = [r for r in records if r["outcome"] == "crawled"]
+    assert crawl.exit_status == 0
+    assert len(crawled) == PAGES and sum(pages_fetched(site).values()) == PAGES
+    for record in crawled:
+        path = record["url"].removeprefix(site.base_url)
+        assert record["data"] == {"bytes": len(site.pages[path].body), "final": record["url"]}
+    assert len(output.read_text().splitlines()) == PAGES  # -o, as the command writes it
+
+
+def test_options_are_the_command_s_and_a_wrong_one_says_so(site: SiteServer) -> None:
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=4))
+    assert Crawl([site.url(page_path(0))], max_pages=5, follow_relative=False).run() == 0
+    assert sum(pages_fetched(site).values()) == 5
+    with pytest.raises(CrawlError, match="unrecognized arguments: --max-pagez 5"):
+        Crawl([site.url(page_path(0))], max_pagez=5)
+    with pytest.raises(CrawlError, match="--max-pages: '0' is not a whole number above zero"):
+        Crawl([site.url(page_path(0))], max_pages=0)
+    with pytest.raises(CrawlError, match="not one string"):
+        Crawl(site.url(page_path(0)))
+
+
+def test_stop_ends_a_local_crawl_early(site: SiteServer) -> None:
+    site.pages.update(generate_site(site.base_url, pages=200, links_per_page=4))
+    site.delay = 0.01
+    crawl = Crawl([site.url(page_path(0))], threads=2)
+    for seen, _ in enumerate(crawl):
+        if seen == 5:
+            crawl.stop()
+    assert crawl.exit_status == 130
+    assert sum(pages_fetched(site).values()) < 200
+
+
+#: Run in a process of its own with the test's services (the API seeds through
+#: ``crawler.example``'s broker, made from the environment).
+WORKERS_SCRIPT = """
+import json, sys
+from crawler import seed
+crawl = seed([sys.argv[1]], records=True, handler="tests.page_handlers:heading")
+urls = sorted(r["url"] for r in crawl.records() if r["outcome"] == "crawled")
+crawl.close()
+figures = crawl.status()
+crawl.pause()
+paused = crawl.status()["pause-requested"]
+crawl.resume()
+resumed = crawl.status()["pause-requested"]
+print(json.dumps({"urls": urls, "outstanding": figures["outstanding"],
+                  "paused": paused, "resumed": resumed, "id": crawl.crawl_id}))
+"""
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_a_crawl_of_workers_is_seeded_and_followed_from_code(
+    broker_env: str, site: SiteServer, request: pytest.FixtureRequest, memcached: object
+) -> None:
+    env = environment(
+        **request.getfixturevalue(broker_env),
+        **FAST_FAILURES,
+        CRAWLER_HANDLERS="tests.page_handlers:heading",
+    )
+    site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=4))
+    workers = WorkerProcesses(env, processes=1, threads=2)
+    try:
+        ran = subprocess.run(
+            [sys.executable, "-c", WORKERS_SCRIPT, site.url(page_path(0))],
+            cwd=PROJECT_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+    finally:
+        assert workers.stop() == 0
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    result = json.loads(ran.stdout)
+    assert result["urls"] == sorted(site.url(page_path(i)) for i in range(PAGES))
+    assert result["outstanding"] == 0
+    assert (result["paused"], result["resumed"]) == (1, 0)
