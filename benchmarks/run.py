@@ -160,6 +160,13 @@ def measure(
                 runs.setdefault("local_state", []).append(
                     crawl_locally(seed, threads=processes * threads, options=state)
                 )
+                # Page handlers: one that does nothing, and examples/titles.py's.
+                for run, handler in HANDLERS.items():
+                    runs.setdefault(run, []).append(
+                        crawl_locally(
+                            seed, threads=processes * threads, options=("--handler", handler)
+                        )
+                    )
                 if not quick:
                     scrapy = crawl_with_scrapy(seed, prefix, concurrency=processes * threads)
                     if scrapy is not None:
@@ -178,6 +185,13 @@ def measure(
         results[run] = median_run(figures)
         results[run]["rounds"] = figures
     return results
+
+
+#: The ``--local`` runs with a page handler, by name.
+HANDLERS = {
+    "local_noop": "benchmarks.measuring.handlers:noop",
+    "local_title": "examples.titles:title_and_description",
+}
 
 
 #: The crawl options of the real-site run, and Scrapy's spider with the same scope.
@@ -308,7 +322,7 @@ def table(results: dict[str, Any]) -> str:
         f"{'run':<10} {'pages/s':>8} {'msgs/page':>9} {'CPU ms/page':>11} {'RSS MiB':>8} "
         f"{'/Scrapy':>7} {'/no-op':>7}",
     ]
-    for run in ("rabbitmq", "redis", "local", "local_state", "scrapy"):
+    for run in ("rabbitmq", "redis", "local", "local_state", *HANDLERS, "scrapy"):
         figures = results.get(run)
         if not figures:
             continue

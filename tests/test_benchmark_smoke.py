@@ -36,7 +36,7 @@ def test_benchmark_smoke_run_crawls_the_site_on_each_broker_and_locally(
         "--repeat", "2",
     )  # fmt: skip
 
-    for run in ("rabbitmq", "redis", "local"):
+    for run in ("rabbitmq", "redis", "local", "local_state", "local_noop", "local_title"):
         assert figures[run]["pages"] == 150
         assert figures[run]["pages_per_s"] > 0
         rates = sorted(r["pages_per_s"] for r in figures[run]["rounds"])
