@@ -110,14 +110,26 @@ class RedisStoreClient:
     def incr_and_append(
         self, increments: Mapping[str, int], appends: Mapping[str, bytes]
     ) -> tuple[dict[str, int | None], list[str]]:
-        """Add to each counter and append to each item (one command each): each
-        counter's new value (None: it was not there), and the items that were not
-        there, left as they are."""
-        values: dict[str, int | None] = {}
-        for key, delta in increments.items():
-            value = self._incr(keys=[key], args=[delta])
-            values[key] = None if value is None else int(value)
-        no_items = [key for key, data in appends.items() if not self.append(key, data)]
+        """Add to each counter and append to each item, in one pipeline on one Redis
+        (a command each on a cluster): each counter's new value (None: it was not
+        there), and the items that were not there, left as they are."""
+        if self.cluster:
+            answers = [self._incr(keys=[key], args=[delta]) for key, delta in increments.items()]
+            answers += [self._append(keys=[key], args=[data]) for key, data in appends.items()]
+        else:
+            pipeline = self.redis.pipeline(transaction=False)
+            for key, delta in increments.items():
+                self._incr(keys=[key], args=[delta], client=pipeline)
+            for key, data in appends.items():
+                self._append(keys=[key], args=[data], client=pipeline)
+            answers = pipeline.execute()
+        counted = answers[: len(increments)]
+        values = {
+            key: None if value is None else int(value)
+            for key, value in zip(increments, counted, strict=True)
+        }
+        appended = answers[len(increments) :]
+        no_items = [key for key, done in zip(appends, appended, strict=True) if not done]
         return values, no_items
 
     def touch(self, key: str, time: float) -> bool:
