@@ -41,7 +41,7 @@ from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.handlers import Handler
 from crawler.records import Record
-from crawler.tracking import record_queue, seeder
+from crawler.tracking import figures, record_queue, seeder
 from crawler.tracking.ledger import Ledger
 
 
@@ -265,6 +265,8 @@ def seed(
     with example.stores.reserve() as client:
         counters.start(client, crawl_options.crawl_id, len(messages), example.lifetimes.grace)
         counters.note_evictions_at_start(client, crawl_options.crawl_id, example.lifetimes.grace)
+        about = seeder.about(messages, "workers")
+        figures.describe(client, crawl_options.crawl_id, about, example.lifetimes.grace)
     sent = [example.crawl.broker.enqueue(message).message_id for message in messages]
     return WorkersCrawl(crawl_options.crawl_id, sent, reader)
 

@@ -172,8 +172,9 @@ def crawl(
         sent = links.send(client, follow, kwargs, priority=priority(depth + 1, crawl_options))
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
+    size = None if body is None else len(body)
     return records.page_record(
-        url, fetched.response, anchors, depth, sent, dropped_links, stored, handled
+        url, fetched.response, anchors, depth, sent, dropped_links, stored, handled, size
     )
 
 

@@ -27,6 +27,7 @@ from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
 from crawler.records import Record, RecordFile
 from crawler.stores import StorePool
 from crawler.stores.saved import SavedState
+from crawler.tracking import figures, seeder
 from crawler.tracking.bookkeeping import keep_books
 from crawler.tracking.progress import Progress, ProgressLogHandler
 
@@ -98,6 +99,7 @@ def run(
     try:
         if saved is not None and not seeds:
             _carry_on(broker, pool, saved, progress)
+        _start(pool, seeds, lifetimes)
         for message in seeds:
             broker.enqueue(message)
         while True:
@@ -128,6 +130,16 @@ def run(
             )
         return 130
     return 1 if progress.counts[FAILED] else 0
+
+
+def _start(pool: StorePool, seeds: list[dramatiq.Message[Any]], lifetimes: Lifetimes) -> None:
+    """Count a new crawl's seeds as discovered, and list it for the dashboard."""
+    crawl_id = (seeds[0].kwargs.get("options") or {}).get("crawl_id") if seeds else None
+    if crawl_id is None:
+        return
+    with pool.reserve() as client:
+        counters.start(client, crawl_id, len(seeds), lifetimes.grace)
+        figures.describe(client, crawl_id, seeder.about(seeds, "local"), lifetimes.grace)
 
 
 def _carry_on(

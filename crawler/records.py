@@ -33,12 +33,14 @@ def page_record(
     dropped_links: int = 0,
     stored: Stored | None = None,
     handled: Outcome | None = None,
+    size: int | None = None,
 ) -> Record:
     """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML,
     ``sent`` the ids of the messages it sent for the new URLs among them,
     ``dropped_links`` how many of its links were malformed (named only when some were),
-    ``stored`` where ``--warc`` put its response, and ``handled`` what the crawl's
-    page handler made of it (``data``, or ``handler_error``)."""
+    ``stored`` where ``--warc`` put its response, ``handled`` what the crawl's page
+    handler made of it (``data``, or ``handler_error``), and ``size`` the bytes of
+    its body, when read."""
     outcome = CRAWLED if links is not None else NOT_HTML
     if stored is not None and stored.revisit:
         outcome = DUPLICATE_CONTENT
@@ -53,6 +55,8 @@ def page_record(
     }
     if dropped_links:
         record["dropped_links"] = dropped_links
+    if size is not None:
+        record["bytes"] = size
     if stored is not None:
         record["warc_file"] = stored.file
         record["warc_offset"] = stored.offset
@@ -105,7 +109,7 @@ def url_of(message: Any) -> str:
 RECORD_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "dropped_links",
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
-    "warc_offset", "payload_digest", "data", "handler_error",
+    "warc_offset", "payload_digest", "data", "handler_error", "bytes",
 )  # fmt: skip
 
 

@@ -62,7 +62,7 @@ def ended(pool: Restarting, patience: float) -> dict[str, int]:
     return figures
 
 
-@pytest.mark.parametrize("method", ["gets", "cas", "incr", "delete"])
+@pytest.mark.parametrize("method", ["gets", "cas", "incr_and_append", "delete"])
 def test_a_store_failing_twice_mid_bookkeeping_still_counts_the_page_once(method: str) -> None:
     pool = Restarting(method, failures=2)
     figures = ended(pool, patience=5)
@@ -73,7 +73,7 @@ def test_a_store_failing_twice_mid_bookkeeping_still_counts_the_page_once(method
 
 
 def test_a_store_down_longer_than_the_patience_loses_only_the_count() -> None:
-    pool = Restarting("incr", failures=1000)
+    pool = Restarting("incr_and_append", failures=1000)
     figures = ended(pool, patience=0.3)
     assert figures["crawled"] == 0
     done = claims.DONE + owner_token(Message().message_id)

@@ -10,7 +10,7 @@ for every URL found and every message ended.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from crawler.environment import Lifetimes
@@ -125,7 +125,8 @@ def ended(
     lifetimes: Lifetimes,
     first: bool | None = None,
     step: Step = _at_once,
-) -> None:
+    also: Mapping[str, int] | None = None,
+) -> dict[str, int]:
     """Count a message's outcome; a final one once per message, even if redelivered.
 
     ``first`` is what the URL's claim said of this ending (see
@@ -133,15 +134,28 @@ def ended(
     (failures, cancellations, duplicates, a claim gone) leave an ``ended`` mark of
     their own for ``CRAWLER_CLAIM_TTL`` (a failure's for the grace, as long as its dead
     letter may be replayed).  ``step`` runs each store operation (the mark, then the
-    count), so that one tried again never redoes the other.
+    count), so that one tried again never redoes the other.  The counters ``also``
+    names (the host's figures) are added in the same round trip; the counters' new
+    values are returned (none for an ending counted before).
     """
     if outcome not in NOT_FINAL:
         if first is None:
             time = lifetimes.grace if outcome == FAILED else lifetimes.claim
             first = bool(step(lambda: client.add(_ended_key(message_id), 1, time=time)))
         if not first:
-            return
-    step(lambda: _add(client, crawl_key(crawl_id, outcome), 1, lifetimes.grace))
+            return {}
+    amounts = {crawl_key(crawl_id, outcome): 1, **(also or {})}
+    return dict(step(lambda: add_all(client, amounts, lifetimes.grace)))
+
+
+def add_all(client: Any, amounts: Mapping[str, int], ttl: int) -> dict[str, int]:
+    """Add to each counter of ``amounts`` in one round trip a server, creating those not
+    there: their new values."""
+    answers, _ = client.incr_and_append(amounts, {})
+    return {
+        key: start_counter(client, key, amounts[key], ttl) if value is None else value
+        for key, value in answers.items()
+    }
 
 
 def reopened(client: Any, crawl_id: str, message_id: str) -> None:

@@ -33,6 +33,7 @@ from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
 from crawler.records import Record, kwargs_of
 from crawler.stores import STORE_ERRORS, StorePool
+from crawler.tracking import figures
 
 #: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
 #: seeder reads batches (:class:`crawler.tracking.record_queue.Batches`).
@@ -166,7 +167,12 @@ def settle(
                     )
                 if crawl_id is not None:
                     first = None if ending == claims.UNKNOWN else ending == claims.FIRST
-                    counters.ended(client, crawl_id, message_id, outcome, lifetimes, first, step)
+                    added = figures.increments(crawl_id, record, outcome)  # its host's
+                    values = counters.ended(
+                        client, crawl_id, message_id, outcome, lifetimes, first, step, added
+                    )
+                    if values:
+                        note_figures(client, crawl_id, record, outcome, added, values)
                 # A message's delivery count goes with its last attempt; a retrying one
                 # may still be handed back (the broker refused its retry) and must then
                 # count as delivered again, to send its claimed links again.
@@ -192,5 +198,19 @@ def settle(
                     next_eviction_check[0] = time.monotonic() + EVICTION_CHECK
         except STORE_ERRORS as e:  # the ending is counted; the refresh comes at its next turn
             logger.warning("Could not refresh the crawl's keys in the dedup store: %s", e)
+
+    def note_figures(
+        client: Any,
+        crawl_id: str,
+        record: Record,
+        outcome: str,
+        added: dict[str, int],
+        values: dict[str, int],
+    ) -> None:
+        """The dashboard's: a host seen for the first time, a failure among the latest."""
+        figures.note_new_host(client, crawl_id, record, added, values, lifetimes.grace)
+        if outcome == FAILED:
+            number = values[counters.crawl_key(crawl_id, FAILED)]
+            figures.note_failure(client, crawl_id, record, number, lifetimes.grace)
 
     return on_record

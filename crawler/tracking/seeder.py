@@ -30,7 +30,7 @@ from crawler.outcomes import (
 from crawler.records import Record, RecordFile, url_of
 from crawler.stores import STORE_ERRORS, StorePool
 from crawler.tracking import dead_letters as dead_letter_queue
-from crawler.tracking import record_queue
+from crawler.tracking import figures, record_queue
 from crawler.tracking.ledger import Ledger
 from crawler.tracking.progress import Progress
 
@@ -67,6 +67,7 @@ def seed(
             counters.start(client, crawl_id, len(messages), lifetimes.grace)
             if not adding:
                 counters.note_evictions_at_start(client, crawl_id, lifetimes.grace)
+                figures.describe(client, crawl_id, about(messages, "workers"), lifetimes.grace)
         seeds = [actor.broker.enqueue(message).message_id for message in messages]
     except BaseException:
         if reader is not None:
@@ -81,6 +82,17 @@ def seed(
         return follow(pool, crawl_id, seeds, reader, output, KeepAlive(lifetimes.grace), alarm)
     finally:
         alarm.close()
+
+
+def about(messages: list[dramatiq.Message[Any]], where: str) -> dict[str, Any]:
+    """What the dashboard lists of a crawl: its first seeds, options, where it runs."""
+    options = (messages[0].kwargs.get("options") or {}) if messages else {}
+    return {
+        "seeds": [message.args[0] for message in messages[:5]],
+        "seed_count": len(messages),
+        "options": {name: value for name, value in options.items() if name != "crawl_id"},
+        "where": where,
+    }
 
 
 class PublishersBlocked:
