@@ -5,6 +5,7 @@
     crawler crawl URL... [--local | --wait] [-o FILE] [options]   seed a crawl, or run it here
     crawler worker [-p N] [-t N]                                 Dramatiq workers for it
     crawler status | cancel | pause | resume | dead-letters | replay CRAWL_ID
+    crawler dashboard [--port PORT]                              a live page of every crawl
     crawler --version
 
 ``crawler crawl`` crawls as a first-time user expects: it parses pages for links (relative
@@ -69,6 +70,20 @@ def parser() -> argparse.ArgumentParser:
         help="load this page handler, for the crawls that choose it (repeatable;"
         " CRAWLER_HANDLERS too)",
     )
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="serve a live page of every crawl (read-only), on 127.0.0.1 by default",
+        description="Serve a live page of every crawl, read-only: recent crawls, and for"
+        " each its figures, rates, outcomes, hosts, failures and queue.",
+    )
+    dashboard.add_argument(
+        "--port", type=_bounded(1, 65535), default=8500, help="its port (default 8500)"
+    )
+    dashboard.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1: this machine only)",
+    )
     for name, text in (
         ("status", "print a crawl's figures"),
         ("cancel", "end a crawl: its queued and retrying URLs end as cancelled, unfetched"),
@@ -90,6 +105,11 @@ def main(args: list[str] | None = None) -> int:
     from crawler import example  # the actor, its broker and stores: for what follows only
 
     crawl, stores, lifetimes = example.crawl, example.stores, example.lifetimes
+    if arguments.command == "dashboard":
+        from crawler import dashboard
+        from crawler.dashboard.reading import Reader
+
+        return dashboard.serve(Reader(stores, crawl), arguments.host, arguments.port)
     if arguments.command == "crawl":
         return cli.seed(arguments.usage, arguments, crawl, stores, lifetimes, example.handlers)
     return cli.about_crawl(arguments.command, arguments.crawl_id, crawl, stores, lifetimes)

@@ -120,6 +120,12 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
         help="with --local or --wait: a record per URL, JSON lines (CSV for FILE.csv; - for"
         " standard output)",
     )
+    running.add_argument(
+        "--dashboard",
+        type=crawl_arguments.port,
+        metavar="PORT",
+        help="with --wait or --local: serve the crawl's live page on 127.0.0.1:PORT meanwhile",
+    )
     running.add_argument("-v", "--verbose", action="store_true", help="log every page")
 
 
@@ -201,6 +207,8 @@ def seed(
         command.error("--state works with --local only")
     if arguments.output is not None and not (arguments.wait or arguments.local):
         command.error("--output works with --local or --wait")
+    if arguments.dashboard is not None and not (arguments.wait or arguments.local):
+        command.error("--dashboard works with --local or --wait")
     try:
         crawl_options = crawl_arguments.from_arguments(
             arguments,
@@ -235,7 +243,7 @@ def seed(
     said = (
         sys.stderr if arguments.output is not None and str(arguments.output) == "-" else sys.stdout
     )
-    with contextlib.redirect_stdout(said):
+    with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
         if arguments.local:
             # --local: claims, counters and rate limits in this process, not in Memcached;
             # WARC files in the directory the command line named (the one its messages name).
@@ -243,6 +251,10 @@ def seed(
             if saved is not None and warc is not None and warc.is_dir():
                 cut_partial_records(warc)  # a record the interruption cut short
             stores.keep_in_memory(warc, None if saved is None else SavedClient(saved))
+            if arguments.dashboard is not None:  # reads the stores just chosen
+                dashboard.callback(
+                    show_dashboard(stores, crawl, arguments.dashboard, crawl_options)
+                )
             return local_mode.run(
                 crawl,
                 stores,
@@ -255,6 +267,8 @@ def seed(
                 on_record=on_record,
                 stop=stop,
             )
+        if arguments.dashboard is not None:
+            dashboard.callback(show_dashboard(stores, crawl, arguments.dashboard, crawl_options))
         return reach_services(
             lambda: seeder.seed(
                 crawl,
@@ -308,6 +322,21 @@ def reach_services(command: Callable[[], int]) -> int:
         where = dedup_store_name() if store else broker_address()
         print(f"error: cannot reach {where}: {e}", file=sys.stderr)
         return 1
+
+
+def show_dashboard(
+    stores: Stores, crawl: dramatiq.Actor[Any, Any], port: int, crawl_options: CrawlOptions
+) -> Callable[[], None]:
+    """``--dashboard PORT``: the crawl's live page served from a thread; what stops it."""
+    from crawler.dashboard import Background
+    from crawler.dashboard.reading import Reader
+
+    served = Background(Reader(stores, crawl), port)
+    if not served.wait_started():
+        print(f"note: the dashboard could not listen on 127.0.0.1:{port}", file=sys.stderr)
+    else:
+        print(f"dashboard: {served.address}/crawl/{crawl_options.crawl_id}", flush=True)
+    return served.close
 
 
 def open_state(

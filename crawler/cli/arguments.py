@@ -267,6 +267,13 @@ def pattern(value: str) -> str:
     return _parsed(value, value, Rule("a regular expression", regular_expression))
 
 
+def port(value: str) -> int:
+    """A TCP port: a whole number from 1 to 65535."""
+    if not (value.isascii() and value.isdigit() and 1 <= int(value) <= 65535):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port (1 to 65535)")
+    return int(value)
+
+
 def handler_name_argument(value: str) -> str:
     """``--handler``'s type: ``package.module:function``."""
     try:

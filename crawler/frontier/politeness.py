@@ -188,6 +188,12 @@ SLOT_TTL = math.ceil(ACTOR_TIME_LIMIT) + 5
 SLOT_POLL = (0.02, 0.08)
 
 
+def slot_keys(crawl_id: str, url: str, places: int) -> list[str]:
+    """The keys of the ``places`` places of ``url``'s host (its ``host:port``)."""
+    host = _host_digest(url)
+    return [counters.crawl_key(crawl_id, f"slot:{host}:{i}") for i in range(places)]
+
+
 def host_slot(
     pool: StorePool, url: str, options: CrawlOptions
 ) -> AbstractContextManager[Any] | None:
@@ -203,11 +209,7 @@ def host_slot(
     """
     if options.max_per_host is None or options.crawl_id is None:
         return nullcontext()
-    host = _host_digest(url)
-    keys = [
-        counters.crawl_key(options.crawl_id, f"slot:{host}:{i}")
-        for i in range(options.max_per_host)
-    ]
+    keys = slot_keys(options.crawl_id, url, options.max_per_host)
     deadline = time.monotonic() + RATE_WAIT
     while True:
         with pool.reserve() as client:

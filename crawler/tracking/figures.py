@@ -31,7 +31,9 @@ PAGES, ERRORS, BYTES = "pages", "errors", "bytes"
 
 
 def host_of(url: str) -> str:
-    return (urlsplit(url).hostname or "").rstrip(".") or "?"
+    """A URL's host as the figures name it: ``host:port`` as the URL spells it (the
+    politeness options' unit)."""
+    return urlsplit(url).netloc.lower() or "?"
 
 
 def _key(crawl_id: str, host: str, name: str) -> str:
