@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 import yaml
+from dramatiq.middleware import prometheus as prometheus_middleware
 
 from tests.support import free_port
 from tests.workers import PROJECT_ROOT
@@ -156,3 +158,50 @@ def test_a_worker_group_that_dies_is_restarted_by_compose_and_by_the_systemd_uni
     assert unit["Service"]["Restart"] in {"always", "on-failure"}
     command = unit["Service"]["ExecStart"].split()
     assert command[0].endswith("/dramatiq") and command[1] == "crawler.example"
+
+
+def test_prometheus_scrapes_the_worker_and_grafana_shows_its_series() -> None:
+    prometheus, grafana = SERVICES["prometheus"], SERVICES["grafana"]
+    assert prometheus["profiles"] == grafana["profiles"] == ["monitoring"]
+    assert all(port.startswith("127.0.0.1:") for port in prometheus["ports"] + grafana["ports"])
+    assert grafana["depends_on"]["prometheus"] == {"condition": "service_healthy"}
+    mounts = {
+        volume.split(":")[1]: PROJECT_ROOT / volume.split(":")[0]
+        for volume in prometheus["volumes"] + grafana["volumes"]
+    }
+    # Prometheus scrapes the worker's metrics port (Dramatiq's default, which it serves).
+    config = yaml.safe_load(mounts["/etc/prometheus/prometheus.yml"].read_text())
+    (job,) = config["scrape_configs"]
+    assert job["static_configs"] == [{"targets": ["worker:9191"]}]
+    middleware = Path(prometheus_middleware.__file__).read_text()
+    assert 'os.getenv("dramatiq_prom_port", "9191")' in middleware
+    # Grafana's data source is that Prometheus, and its dashboard is provisioned.
+    provisioning = mounts["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())[
+        "datasources"
+    ]
+    assert source["url"] == "http://prometheus:9090" and source["uid"] == "prometheus"
+    assert "127.0.0.1:9090:9090" in prometheus["ports"]
+    (provider,) = yaml.safe_load((provisioning / "dashboards" / "crawler.yml").read_text())[
+        "providers"
+    ]
+    dashboards = mounts[provider["options"]["path"]]
+    board = json.loads((dashboards / "crawler.json").read_text())
+    # Every series a panel asks for is one the workers serve.
+    served = set(re.findall(r'"((?:crawler|dramatiq)_\w+)"', middleware))
+    served |= set(
+        re.findall(r'"(crawler_\w+)"', (PROJECT_ROOT / "crawler" / "metrics.py").read_text())
+    )
+    asked = {
+        re.sub(r"_bucket$", "", name)
+        for panel in board["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\b((?:crawler|dramatiq)_\w+)", target["expr"])
+    }
+    assert len(board["panels"]) >= 6
+    assert asked and asked <= served, asked - served
+    assert all(
+        target["datasource"]["uid"] == source["uid"]
+        for panel in board["panels"]
+        for target in panel["targets"]
+    )
