@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+import dramatiq
+
 from crawler import cli
 from crawler.cli import arguments as crawl_arguments
 from crawler.frontier import counters
@@ -136,6 +138,7 @@ class Crawl:
         self.error: BaseException | None = None
 
     def _run(self) -> None:
+        broker = self._example.crawl.broker
         try:
             self.exit_status = cli.seed(
                 self._command,
@@ -150,6 +153,10 @@ class Crawl:
         except BaseException as e:  # handed to the caller's thread by __iter__
             self.error = e
         finally:
+            # The process's broker and stores as they were: --local's are this crawl's.
+            self._example.crawl.broker = broker
+            dramatiq.set_broker(broker)
+            self._example.stores.leave_memory()
             self._records.put(None)
 
     def __iter__(self) -> Iterator[Record]:

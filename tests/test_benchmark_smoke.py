@@ -186,7 +186,8 @@ def test_claim_path_smoke_run_reports_each_store_at_each_checkpoint(
     )  # fmt: skip
     rows: list[dict[str, Any]] = figures  # type: ignore[assignment]
     assert [(row["store"], row["urls"]) for row in rows] == [
-        ("memcached", 2000), ("memcached", 5000), ("redis", 2000), ("redis", 5000)
+        ("memcached", 2000), ("memcached", 5000), ("redis", 2000), ("redis", 5000),
+        ("redis-cluster", 2000), ("redis-cluster", 5000),
     ]  # fmt: skip
     for row in rows:
         assert row["claims_per_s"] > 0 and row["bytes_from_store_per_new_url"] > 0

@@ -365,6 +365,7 @@ def test_max_per_host_2_keeps_two_requests_in_flight_at_most_and_loses_nothing(
 STALLING = {"CRAWLER_FETCH_DEADLINE": "0.3", "CRAWLER_MIN_BACKOFF_MS": "200"}
 
 
+@pytest.mark.serial  # how far retries fall behind deeper pages: no other test's load
 @pytest.mark.parametrize("where", ["rabbitmq", "local"])
 def test_breadth_first_fetches_slow_shallow_pages_before_most_deeper_ones(
     request: pytest.FixtureRequest, where: str, memcached: object

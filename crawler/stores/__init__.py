@@ -67,6 +67,15 @@ class Stores:
             backend = StubBackend()  # type: ignore[no-untyped-call]
             self._opened = (MemoryPool(client), backend, files)
 
+    def leave_memory(self) -> None:
+        """Forget the stores of a ``--local`` crawl that ended (one run from Python
+        code): the next use opens them as configured, or in memory anew."""
+        from crawler.stores.memory import MemoryPool
+
+        with self._lock:
+            if self._opened is not None and isinstance(self._opened[0], MemoryPool):
+                self._opened = None
+
     def _stores(self) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
         opened = self._opened  # set once, then only read: no lock on a page's path
         if opened is not None:
