@@ -19,7 +19,9 @@ import ctypes
 import importlib
 import json
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -42,7 +44,6 @@ class Page:
       status(int): The HTTP status.
       headers(Mapping): The response's headers (case-insensitive keys).
       body(bytes): The body, decompressed.
-      text(str): The body decoded in the page's encoding.
     """
 
     url: str
@@ -50,7 +51,12 @@ class Page:
     status: int
     headers: Mapping[str, str]
     body: bytes
-    text: str
+
+    @cached_property
+    def text(self) -> str:
+        """The body decoded in the page's encoding, as the link extractor decodes it
+        (on first use)."""
+        return decoded(self.body, self.headers.get("Content-Type"))
 
     @cached_property
     def tree(self) -> LexborHTMLParser:
@@ -67,7 +73,6 @@ def page_of(url: str, response: requests.Response, body: bytes) -> Page:
         status=response.status_code,
         headers=response.headers,
         body=body,
-        text=decoded(body, response.headers.get("Content-Type")),
     )
 
 
@@ -160,7 +165,7 @@ class Handlers:
     def run(self, handler: Handler, page: Page) -> Outcome:
         """Call ``handler`` on ``page``, within :attr:`timeout` seconds."""
         try:
-            with _deadline(self.timeout):
+            with _watchdog.bound(self.timeout):
                 returned = handler(page)
         except HandlerTimeout:
             return Outcome(error=f"handler-failed: took longer than {self.timeout:g}s")
@@ -191,30 +196,45 @@ class HandlerTimeout(BaseException):
     the handler's own ``except Exception`` does not swallow it)."""
 
 
-class _deadline:
-    """Raise :class:`HandlerTimeout` in this thread after ``seconds``, as Dramatiq's
-    ``time_limit`` does for a whole message (an asynchronous exception: it lands when
-    the handler runs Python code next)."""
+class _Watchdog:
+    """One thread for every handler's time bound: it raises :class:`HandlerTimeout` in
+    a thread whose handler ran past its deadline, as Dramatiq's ``time_limit`` does for
+    a whole message (an asynchronous exception: it lands when the handler runs Python
+    code next).  Checked every :data:`TICK` seconds: no thread, nor timer, a page."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.thread_id = threading.get_ident()
-        self.timer = threading.Timer(seconds, self._expire)
-        self.timer.daemon = True
-        self.lock = threading.Lock()
-        self.done = False
+    TICK = 0.05
 
-    def _expire(self) -> None:
-        with self.lock:
-            if not self.done:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self.thread_id), ctypes.py_object(HandlerTimeout)
-                )
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._deadlines: dict[int, float] = {}
+        self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> None:
-        self.timer.start()
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            now = time.monotonic()
+            with self._lock:
+                late = [thread for thread, at in self._deadlines.items() if at <= now]
+                for thread in late:
+                    del self._deadlines[thread]
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                        ctypes.c_ulong(thread), ctypes.py_object(HandlerTimeout)
+                    )
 
-    def __exit__(self, *exc_info: object) -> None:
-        with self.lock:
-            self.done = True
-        self.timer.cancel()
+    @contextmanager
+    def bound(self, seconds: float) -> Iterator[None]:
+        """Run the block within ``seconds``, or have it interrupted."""
+        thread = threading.get_ident()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="handlers", daemon=True)
+                self._thread.start()
+            self._deadlines[thread] = time.monotonic() + seconds
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._deadlines.pop(thread, None)
+
+
+_watchdog = _Watchdog()

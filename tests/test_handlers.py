@@ -27,7 +27,7 @@ def titled_site(site: SiteServer, pages: int = PAGES) -> None:
 
 
 def page(html: str, url: str = "http://127.0.0.1:1/a.html") -> Page:
-    return Page(url, url, 200, {}, html.encode(), html)
+    return Page(url, url, 200, {}, html.encode())
 
 
 def test_a_handler_that_raises_runs_too_long_or_returns_no_dict_fails_its_step_in_one_line() -> (
