@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -148,3 +150,46 @@ def test_the_dashboard_shows_a_live_crawl_on_workers_as_status_counts_it(
     assert finished["dead_letters"] == "1"
     assert int(finished["workers"]) >= 1  # a worker process (Redis: until its heartbeat is old)
     assert (ARTEFACTS / f"dashboard-finished-{broker_env}.png").stat().st_size > 10_000
+
+
+def read_json(url: str) -> Any:
+    with urllib.request.urlopen(url) as answer:
+        return json.load(answer)
+
+
+def test_local_dashboard_serves_the_crawl_being_run(site: SiteServer) -> None:
+    site.pages.update(generate_site(site.base_url, pages=60, links_per_page=3))
+    site.delay = 0.05
+    port = free_port()
+    command = [sys.executable, "-m", "crawler.example", site.url(page_path(0)), "--local"]
+    local = subprocess.Popen(
+        [*command, "--threads", "2", "--dashboard", str(port)],
+        cwd=PROJECT_ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert local.stdout is not None
+        line = local.stdout.readline()
+        assert line.startswith(f"dashboard: http://127.0.0.1:{port}/crawl/"), line
+        crawl_id = line.strip().rpartition("/")[2]
+        wait_until(lambda: read_json(f"http://127.0.0.1:{port}/api/crawls") != [], timeout=10)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/crawls") as answer:
+            listed = json.load(answer)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/crawls/{crawl_id}") as answer:
+            shown = json.load(answer)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/crawl/{crawl_id}") as answer:
+            page = answer.read().decode()
+        stdout, _ = local.communicate(timeout=60)
+    finally:
+        if local.poll() is None:
+            local.kill()
+            local.communicate()
+    assert [crawl["crawl_id"] for crawl in listed] == [crawl_id]
+    assert listed[0]["where"] == "local" and listed[0]["seeds"] == [site.url(page_path(0))]
+    assert shown["state"] == "running" and shown["queue"]["broker"] == "local"
+    assert shown["discovered"] > 0 and shown["done"] < 60
+    assert "uPlot.iife.min.js" in page
+    assert local.returncode == 0 and "60 pages fetched" in stdout
