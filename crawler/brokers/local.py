@@ -23,7 +23,10 @@ class PriorityStubBroker(StubBroker):
 
     With a ``saved`` state, each message enqueued is written to it first, under a row of
     its own, and deleted when acknowledged (or dead-lettered): a retry or a deferral,
-    enqueued before the attempt it follows is acknowledged, has a row of its own.
+    enqueued before the attempt it follows is acknowledged, has a row of its own.  A
+    message whose very attempt waits already is not enqueued again: a crawl carried on
+    puts back the messages that were queued, and a page that was in hand, crawled
+    again, sends its links again (as a retried page does), the same messages.
     """
 
     def __init__(self, saved: SavedState | None = None) -> None:
@@ -41,7 +44,11 @@ class PriorityStubBroker(StubBroker):
         if self.saved is not None:
             row = self.saved.new_row()
             message = message.copy(options={SAVED_ROW: row})
-            self.saved.put_message(row, message.encode())
+            queue = message.queue_name if delay is None else f"{message.queue_name}.DQ"
+            counts = [message.options.get(n, 0) for n in ("retries", "deferrals", "pauses")]
+            attempt = f"{message.message_id} {queue} {counts}"
+            if not self.saved.put_message(row, attempt, message.encode()):
+                return message  # that attempt waits already: once is enough
         return super().enqueue(message, delay=delay)
 
     def restore(self) -> int:

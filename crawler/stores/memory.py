@@ -17,7 +17,7 @@ class MemoryClient:
     """
 
     def __init__(self, items: dict[str, tuple[Any, float]] | None = None) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a saved store's transaction holds it across calls
         self._items: dict[str, tuple[Any, float]] = items or {}
 
     def _put(self, key: str, value: Any, expires: float) -> None:

@@ -11,7 +11,8 @@ its memory:
 * ``facts``: the crawl's id and the command that started it.
 
 SQLite comes with Python, survives a ``kill -9`` of the process at any point (each
-change is a transaction of its own, in write-ahead-log mode) and, on a power cut, loses
+change is a transaction of its own, in write-ahead-log mode, and a message's ending one
+transaction: :meth:`SavedClient.together`) and, on a power cut, loses
 at most the last changes before it, never its consistency (``synchronous=NORMAL``:
 no ``fsync`` a change, which would cost a disk flush a page).  The messages are
 acknowledged after their store changes, so a crawl carried on after any interruption
@@ -25,6 +26,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,8 @@ from crawler.stores.memory import MemoryClient
 FILE_NAME = "crawl.sqlite3"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (key TEXT PRIMARY KEY, kind TEXT, value BLOB, expires REAL);
-CREATE TABLE IF NOT EXISTS messages (row INTEGER PRIMARY KEY, body BLOB);
+CREATE TABLE IF NOT EXISTS messages (row INTEGER PRIMARY KEY, attempt TEXT, body BLOB);
+CREATE INDEX IF NOT EXISTS messages_by_attempt ON messages (attempt);
 CREATE TABLE IF NOT EXISTS facts (name TEXT PRIMARY KEY, value TEXT);
 """
 
@@ -48,7 +51,7 @@ class SavedState:
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / FILE_NAME
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         # Autocommit: each statement is a transaction, written before it returns.
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -59,6 +62,19 @@ class SavedState:
     def _next_rows(self) -> Iterator[int]:
         (last,) = self._db.execute("SELECT COALESCE(MAX(row), 0) FROM messages").fetchone()
         return iter(range(int(last) + 1, 2**62))
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The changes made in the block (by this thread; others wait) written as one:
+        a kill leaves all of them or none."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def fact(self, name: str) -> Any:
         """A fact saved with :meth:`set_fact`; None when there is none."""
@@ -102,9 +118,16 @@ class SavedState:
         with self._lock:
             return next(self._rows)
 
-    def put_message(self, row: int, body: bytes) -> None:
+    def put_message(self, row: int, attempt: str, body: bytes) -> bool:
+        """Keep a message under ``row``, unless one of the same ``attempt`` (its id, queue
+        and retry, deferral and pause counts) waits already: whether it was kept."""
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO messages VALUES (?, ?)", (row, body))
+            kept = self._db.execute(
+                "INSERT INTO messages SELECT ?, ?, ?"
+                " WHERE NOT EXISTS (SELECT 1 FROM messages WHERE attempt = ?)",
+                (row, attempt, body, attempt),
+            )
+            return kept.rowcount == 1
 
     def drop_message(self, row: int) -> None:
         with self._lock:
@@ -154,3 +177,10 @@ class SavedClient(MemoryClient):
     def _drop(self, key: str) -> bool:
         self._state.drop_item(key)
         return super()._drop(key)
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """A message's ending (its URL marked done, its count) written to disk as one;
+        the store's lock first, as each change takes it, then the file's."""
+        with self._lock, self._state.transaction():
+            yield
