@@ -308,6 +308,8 @@ def test_dead_lettered_urls_are_listed_and_one_replay_fetches_them_again(
         replayed = seed(env, "--replay", crawl_id)
         workers.wait_until(lambda: site.fetched(["/behind.html"]))
         workers.wait_until(lambda: queued_messages(env) == 0)
+        # RabbitMQ counts the ready messages only: the last one may still be ending.
+        workers.wait_until(lambda: " 0 outstanding," in seed(env, "--status", crawl_id).stdout)
         status = seed(env, "--status", crawl_id)
         listed_after = seed(env, "--dead-letters", crawl_id)
     finally:
