@@ -33,33 +33,26 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import dramatiq
 
-from crawler import cli
-from crawler.cli import arguments as crawl_arguments
+from crawler import command_line
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.handlers import Handler
 from crawler.records import Record
+from crawler.running import CrawlError, parser_of_crawls, run, seed_messages
 from crawler.tracking import figures, record_queue, seeder
 from crawler.tracking.ledger import Ledger
 
 
-class CrawlError(ValueError):
-    """Options, URLs or a handler the crawler refuses, in the command's words."""
+def _example() -> Any:
+    """``crawler.example``: its actor, stores, lifetimes and handlers, imported when a
+    crawl is first run (importing it makes the broker; ``import crawler`` does not)."""
+    from crawler import example
 
-
-class _Parser(cli.Parser):
-    def error(self, message: str) -> NoReturn:
-        raise CrawlError(message)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="crawler")
-    cli.add_seeding(parser, upstream=False)
-    return parser
+    return example
 
 
 def _command_line(urls: Sequence[str], options: Mapping[str, Any]) -> list[str]:
@@ -122,13 +115,10 @@ class Crawl:
         output: str | Path | None = None,
         **options: Any,
     ) -> None:
-        from crawler import example
-
-        self._example = example
+        example = self._example = _example()
         handler_name = _handler_option(example.handlers, handler)
         extra = {"threads": threads, "state": state, "output": output, "handler": handler_name}
-        self._command = _parser()
-        self._arguments = self._command.parse_args(
+        self._arguments = parser_of_crawls().parse_args(
             [*_command_line(urls, {**options, **extra}), "--local"]
         )
         self._records: queue.Queue[Record | None] = queue.Queue()
@@ -140,8 +130,7 @@ class Crawl:
     def _run(self) -> None:
         broker = self._example.crawl.broker
         try:
-            self.exit_status = cli.seed(
-                self._command,
+            self.exit_status = run(
                 self._arguments,
                 self._example.crawl,
                 self._example.stores,
@@ -207,10 +196,9 @@ class WorkersCrawl:
     def records(self) -> Iterator[Record]:
         """Each URL's final record, once, until the crawl is finished (seeded with
         ``records=True``); broker outages are waited out."""
+        example = _example()
         if self._reader is None:
             raise CrawlError("seed the crawl with records=True to read its records")
-        from crawler import example
-
         ledger = Ledger()
         ledger.expect(self._seeds)
         keep_alive = KeepAlive(example.lifetimes.grace)
@@ -236,8 +224,7 @@ class WorkersCrawl:
         _mark(self.crawl_id, counters.pause)
 
     def resume(self) -> None:
-        from crawler import example
-
+        example = _example()
         with example.stores.reserve() as client:
             counters.resume(client, self.crawl_id)
 
@@ -256,18 +243,17 @@ def seed(
       handler(str): The page handler its pages go through, one the workers loaded.
       options: Any option of ``crawler crawl`` (see the module's text).
     """
-    from crawler import example
-
-    command = _parser()
+    example = _example()
+    command = parser_of_crawls()
     arguments = command.parse_args(_command_line(urls, {**options, "handler": handler}))
     try:
-        crawl_options = crawl_arguments.from_arguments(
+        crawl_options = command_line.from_arguments(
             arguments, arguments.urls, collect_records=records
         )
     except argparse.ArgumentTypeError as e:
         raise CrawlError(str(e)) from e
     assert crawl_options.crawl_id is not None
-    messages = cli.seed_messages(example.crawl, arguments.urls, crawl_options)
+    messages = seed_messages(example.crawl, arguments.urls, crawl_options)
     reader = record_queue.Reader(example.crawl.broker, crawl_options.crawl_id) if records else None
     with example.stores.reserve() as client:
         counters.start(client, crawl_options.crawl_id, len(messages), example.lifetimes.grace)
@@ -280,15 +266,13 @@ def seed(
 
 def status(crawl_id: str) -> dict[str, int] | None:
     """A crawl's figures (``crawler status``); None for a crawl the store does not know."""
-    from crawler import example
-
+    example = _example()
     with example.stores.reserve() as client:
         return counters.read(client, crawl_id)
 
 
 def _mark(crawl_id: str, mark: Callable[[Any, str, int], None]) -> None:
-    from crawler import example
-
+    example = _example()
     with example.stores.reserve() as client:
         mark(client, crawl_id, example.lifetimes.grace)
 

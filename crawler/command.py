@@ -21,14 +21,14 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from crawler import cli, handlers
+from crawler import cli, command_line, handlers
 
 #: ``crawler worker``'s defaults: Dramatiq's own (a process a core, 8 threads each).
 WORKER_THREADS = 8
 
 
 def parser() -> argparse.ArgumentParser:
-    command = cli.Parser(
+    command = command_line.Parser(
         prog="crawler",
         description="A distributed web crawler on Dramatiq (RabbitMQ, or Redis with REDIS=1).",
     )
@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
         description="Seed a crawl for the workers (see its progress with --wait), or run it"
         " in this process with --local.",
     )
-    cli.add_seeding(crawl, upstream=False)
+    command_line.add_seeding(crawl, upstream=False)
     crawl.set_defaults(usage=crawl)  # its usage errors name "crawler crawl"
     worker = commands.add_parser(
         "worker",

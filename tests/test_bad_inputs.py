@@ -22,7 +22,7 @@ import prometheus_client
 import pytest
 import requests
 
-from crawler.cli import arguments as command_line
+from crawler import command_line
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.fetching import bounded_fetch, new_session

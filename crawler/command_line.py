@@ -1,6 +1,7 @@
-"""The crawl options on the command line: argparse's arguments and types, each type
-checking its value by the very rule a message's option meets on a worker
-(:data:`crawler.options.RULES`), said as a usage error."""
+"""The crawl on the command line: its parser (:class:`Parser`, :func:`add_seeding`),
+argparse's arguments and types, each type checking its value by the very rule a
+message's option meets on a worker (:data:`crawler.options.RULES`), said as a usage
+error; the ``crawler`` command, the seeder and the Python API all parse with these."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 from crawler.errors import InvalidMessage
@@ -331,3 +332,57 @@ def http_url(value: str) -> str:
         return canonical_http_url(value)
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"{value!r} {e}") from e
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse without abbreviations (``--max-d`` is no ``--max-depth``), whose usage
+    errors are one line and a pointer to ``--help``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\nSee '{self.prog} --help'.\n")
+
+
+def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
+    """The URLs, the crawl options, and how the crawl runs: workers or ``--local``."""
+    parser.add_argument("urls", metavar="url", nargs="*", type=http_url, help="an http(s) URL")
+    add_arguments(parser, upstream=upstream)
+    running = parser.add_argument_group("how the crawl runs")
+    running.add_argument(
+        "--wait", action="store_true", help="workers' crawl: show its progress until it ends"
+    )
+    running.add_argument(
+        "--crawl-id",
+        type=crawl_id,
+        metavar="CRAWL_ID",
+        help="add the URLs to this crawl (its claims, counters and budget), not a new one",
+    )
+    running.add_argument(
+        "--local", action="store_true", help="crawl in this process until nothing is left"
+    )
+    running.add_argument("--threads", type=threads, help="--local's fetching threads (default 8)")
+    running.add_argument(
+        "--state",
+        type=Path,
+        metavar="DIR",
+        help="with --local: keep the crawl on disk in DIR; after an interruption, the same"
+        " command carries on where it stopped",
+    )
+    running.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="with --local or --wait: a record per URL, JSON lines (CSV for FILE.csv; - for"
+        " standard output)",
+    )
+    running.add_argument(
+        "--dashboard",
+        type=port,
+        metavar="PORT",
+        help="with --wait or --local: serve the crawl's live page on 127.0.0.1:PORT meanwhile",
+    )
+    running.add_argument("-v", "--verbose", action="store_true", help="log every page")
