@@ -49,7 +49,7 @@ def seeds_to_send(
     messages are there).  Raises :class:`AnotherCrawl` for another command's."""
     known = saved.fact("command")
     if known is None:
-        saved.set_fact("crawl_id", (seeds[0].kwargs.get("options") or {}).get("crawl_id"))
+        saved.set_fact("crawl_id", _crawl_id(seeds))
         saved.set_fact("command", command)
         return seeds
     if known != json.loads(json.dumps(command)):
@@ -134,12 +134,17 @@ def run(
 
 def _start(pool: StorePool, seeds: list[dramatiq.Message[Any]], lifetimes: Lifetimes) -> None:
     """Count a new crawl's seeds as discovered, and list it for the dashboard."""
-    crawl_id = (seeds[0].kwargs.get("options") or {}).get("crawl_id") if seeds else None
+    crawl_id = _crawl_id(seeds)
     if crawl_id is None:
         return
     with pool.reserve() as client:
         counters.start(client, crawl_id, len(seeds), lifetimes.grace)
         figures.describe(client, crawl_id, seeder.about(seeds, "local"), lifetimes.grace)
+
+
+def _crawl_id(seeds: list[dramatiq.Message[Any]]) -> str | None:
+    """The id of the crawl the seeds start (their options name it)."""
+    return (seeds[0].kwargs.get("options") or {}).get("crawl_id") if seeds else None
 
 
 def _carry_on(

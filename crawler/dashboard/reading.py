@@ -146,7 +146,7 @@ class Reader:
         return {
             "crawl_id": crawl_id,
             "about": about,
-            "state": _state(counted),
+            "state": counters.state(counted),
             "done": sum(counted[name] for name in OUTCOMES),
             "discovered": counted[counters.DISCOVERED],
             "outstanding": counted[counters.OUTSTANDING],
@@ -219,21 +219,12 @@ def _summary(counted: dict[str, int]) -> dict[str, Any]:
     if not counted:
         return {"state": "unknown"}
     return {
-        "state": _state(counted),
+        "state": counters.state(counted),
         "pages": fetched(counted),
         "discovered": counted[counters.DISCOVERED],
         "outstanding": counted[counters.OUTSTANDING],
         "failed": counted[FAILED],
     }
-
-
-def _state(counted: dict[str, int]) -> str:
-    state = "finished" if counted[counters.OUTSTANDING] <= 0 else "running"
-    if counted[counters.CANCEL_REQUESTED]:
-        return f"cancelled ({state})"
-    if counted[counters.PAUSE_REQUESTED] and state == "running":
-        return "paused"
-    return state
 
 
 def _slots(

@@ -152,6 +152,14 @@ def add_all(client: Any, amounts: Mapping[str, int], ttl: int) -> dict[str, int]
     """Add to each counter of ``amounts`` in one round trip a server, creating those not
     there: their new values."""
     answers, _ = client.incr_and_append(amounts, {})
+    return started(client, answers, amounts, ttl)
+
+
+def started(
+    client: Any, answers: Mapping[str, int | None], amounts: Mapping[str, int], ttl: int
+) -> dict[str, int]:
+    """The counters' new values from ``incr_and_append``'s ``answers``, each counter
+    that was not there (None) created at its amount."""
     return {
         key: start_counter(client, key, amounts[key], ttl) if value is None else value
         for key, value in answers.items()
@@ -173,6 +181,17 @@ def read(client: Any, crawl_id: str) -> dict[str, int] | None:
     figures = {name: int(found.get(crawl_key(crawl_id, name), 0)) for name in NAMES[1:]}
     figures[OUTSTANDING] = figures[DISCOVERED] - sum(figures[name] for name in ENDINGS)
     return figures
+
+
+def state(figures: Mapping[str, int]) -> str:
+    """A crawl's state, as ``--status`` and the dashboard say it: ``running``,
+    ``finished``, ``paused``, or ``cancelled (running)`` / ``cancelled (finished)``."""
+    state = "finished" if figures[OUTSTANDING] <= 0 else "running"
+    if figures[CANCEL_REQUESTED]:
+        return f"cancelled ({state})"
+    if figures[PAUSE_REQUESTED] and state == "running":
+        return "paused"
+    return state
 
 
 def memcached_evictions(client: Any) -> int | None:

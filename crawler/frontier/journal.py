@@ -177,11 +177,7 @@ def record(
     increments = {count_key(crawl_id): len(claimed), **(counted or {})}
     entries = appends(crawl_id, now.written, claimed)
     answers, no_buckets = client.incr_and_append(increments, entries)
-    values: dict[str, int] = {}
-    for key, value in answers.items():
-        values[key] = (
-            counters.start_counter(client, key, increments[key], ttl) if value is None else value
-        )
+    values = counters.started(client, answers, increments, ttl)
     for key in no_buckets:
         start_bucket(client, key, entries[key], ttl)
     count = values[count_key(crawl_id)]

@@ -31,7 +31,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
 from dramatiq.rate_limits import RateLimiterBackend
@@ -189,6 +189,10 @@ class MemcachedClient:
 
     def ready(self) -> None:
         """Nothing to check: a server that refuses connections leaves the ring at once."""
+
+    def together(self) -> AbstractContextManager[None]:
+        """Each command is written as it comes (only ``--state``'s store groups them)."""
+        return nullcontext()
 
     def get(self, key: str) -> Any:
         return self._one("get", key)

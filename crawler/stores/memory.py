@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 
@@ -43,6 +43,10 @@ class MemoryClient:
 
     def ready(self) -> None:
         """Memory always answers."""
+
+    def together(self) -> AbstractContextManager[None]:
+        """Nothing to group in memory (``--state``'s store writes a group to disk as one)."""
+        return nullcontext()
 
     def get_multi(self, keys: Iterable[str]) -> dict[str, Any]:
         with self._lock:

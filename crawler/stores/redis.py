@@ -20,7 +20,7 @@ over every node.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -54,6 +54,10 @@ class RedisStoreClient:
         self._incr = client.register_script(_INCR)
         self._append = client.register_script(_APPEND)
         self._cas = client.register_script(_CAS)
+
+    def together(self) -> AbstractContextManager[None]:
+        """Each command is written as it comes (only ``--state``'s store groups them)."""
+        return nullcontext()
 
     def ready(self) -> None:
         """Raise the store's error while a node that failed lately does not answer: a

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 import dramatiq
@@ -109,13 +108,6 @@ def keep_books(
     broker.add_middleware(Recorder(on_record, on_discover), before=Retries)
 
 
-def _together(client: Any) -> AbstractContextManager[Any]:
-    """``--state``'s store writes a message's ending to disk as one transaction (a kill
-    leaves its URL marked done and counted, or neither); the others need nothing."""
-    together = getattr(client, "together", None)
-    return together() if together is not None else nullcontext()
-
-
 def settle(
     pool: StorePool,
     lifetimes: Lifetimes,
@@ -156,7 +148,9 @@ def settle(
                 on_unsent(message, "the record", e)
                 return
         try:
-            with pool.reserve() as client, _together(client):
+            # --state's store writes a message's ending to disk as one transaction (a
+            # kill leaves its URL marked done and counted, or neither).
+            with pool.reserve() as client, client.together():
                 step = patiently(time.monotonic() + patience)
                 ending = claims.UNKNOWN
                 url = claims.claim_name(record["url"], kwargs_of(message).get("sitemap", 0))

@@ -272,13 +272,8 @@ def status(pool: StorePool, crawl_id: str) -> int:
     figures = _figures(pool, crawl_id, required=False)
     if figures is None:
         return _unknown(crawl_id)
-    state = "finished" if figures[counters.OUTSTANDING] <= 0 else "running"
-    if figures[counters.CANCEL_REQUESTED]:
-        state = f"cancelled ({state})"
-    elif figures[counters.PAUSE_REQUESTED] and state == "running":
-        state = "paused"
     print(
-        f"crawl {crawl_id}: {state}: {summary(figures, every_part=True)}; "
+        f"crawl {crawl_id}: {counters.state(figures)}: {summary(figures, every_part=True)}; "
         f"{figures[counters.DISCOVERED]} discovered, "
         f"{figures[counters.OUTSTANDING]} outstanding, "
         f"{figures[RETRYING]} failed attempts retried, {figures[DEFERRED]} rate-limit deferrals."
