@@ -2,14 +2,19 @@
 
     python benchmarks/faults.py                          # every fault, 20 runs (50 for Redis)
     python benchmarks/faults.py --fault worker-kill-9 --runs 5 --pages 300
+    python benchmarks/faults.py --fault memcached-node-loss --runs 20
 
 Each run crawls a generated site (``--pages`` x 10 links, served on 127.0.0.1) with
 ``dramatiq crawler.example -p 2 -t 4`` and a seeder in ``--wait --output``, and once a
 quarter of the pages are done, does the fault to services of the benchmark's own (a
 RabbitMQ node, Redis servers and Memcached servers on ports of their own; the machine's
-are not touched):
+are not touched).  Some faults have a shape of their own (:data:`SHAPES`: pages,
+workers, when the fault comes, variables), and some are timed against the same crawl
+without the fault, run before each of their runs (``baseline``):
 
 * ``memcached-node``: one of two Memcached servers in ``MEMCACHED_SERVERS`` killed (-9);
+* ``memcached-node-loss``: the same on 5,000 pages with workers ``2 x 8``, the server
+  killed after 1,500 pages, timed against the crawl without the kill;
 * ``memcached-restart``: the Memcached killed (-9) and started again, empty;
 * ``redis-broker-restart``: the Redis broker (append-only, ``appendfsync always``)
   shut down (``SHUTDOWN``) and started again 2 s later;
@@ -18,7 +23,10 @@ are not touched):
 * ``rabbitmq-restart``: the RabbitMQ node's ``stop_app``, 5 s, ``start_app``;
 * ``rabbitmq-memory-alarm``: the RabbitMQ node's memory alarm raised for 15 s (every
   publisher blocked), then lifted;
-* ``worker-kill-9``: the worker group killed (-9) and started again.
+* ``worker-kill-9``: the worker group killed (-9) and started again;
+* ``redis-worker-kill-9-short-claims``: on the Redis broker, with claims of 5 s
+  (``CRAWLER_CLAIM_TTL=5``), 20,000 pages with workers ``2 x 8``, the worker group killed
+  (-9) and started again twice: a redelivery comes long after its claim expired.
 
 Per fault it prints the runs, the runs whose ``--wait`` ended by itself (within
 ``--wait-limit`` seconds of the fault), pages never fetched, pages missing from
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +49,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import pika
@@ -51,7 +61,7 @@ sys.path.insert(0, str(PROJECT_ROOT))
 
 from benchmarks.measuring.seeding import WaitingSeeder, generated_site  # noqa: E402
 from crawler.brokers import QUEUE  # noqa: E402
-from tests.site_server import page_path  # noqa: E402
+from tests.site_server import SiteServer, page_path  # noqa: E402
 from tests.support import (  # noqa: E402
     FAST_FAILURES,
     MemcachedProcess,
@@ -65,6 +75,28 @@ from tests.workers import WorkerProcesses, environment  # noqa: E402
 RUNS = {"redis-broker-restart": 50, "redis-broker-kill-9": 50}
 DEFAULT_RUNS = 20
 PROCESSES, THREADS = 2, 4
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a fault's crawl is run: its pages, its workers, after how many pages done each
+    fault comes (one fault a number), its variables, and whether it is timed against
+    the same crawl without the fault."""
+
+    pages: int | None = None  # None: --pages
+    processes: int = PROCESSES
+    threads: int = THREADS
+    after: tuple[float, ...] = (0.25,)  # a share of the pages, or a number of them
+    env: tuple[tuple[str, str], ...] = ()
+    baseline: bool = False
+
+
+SHAPES = {
+    "memcached-node-loss": Shape(pages=5000, threads=8, after=(1500,), baseline=True),
+    "redis-worker-kill-9-short-claims": Shape(
+        pages=20000, threads=8, after=(0.2, 0.5), env=(("CRAWLER_CLAIM_TTL", "5"),)
+    ),
+}
 
 
 @dataclass
@@ -83,6 +115,10 @@ class Run:
     given_up: int
     seconds: float
     last_line: str
+    #: What ``crawler status`` said was outstanding once ``--wait`` exited 0 (must be 0).
+    outstanding_at_exit_0: int | None = None
+    #: The same crawl's seconds without the fault (for the shapes timed against one).
+    seconds_without_fault: float | None = None
     #: For a run that hung or lost something: what the broker held at the end, and
     #: the workers' log lines that name a page never fetched.
     left_on_broker: dict[str, int] | None = None
@@ -165,11 +201,12 @@ def rabbitmq_memory_alarm(services: Services, workers: WorkerProcesses) -> Worke
 
 def worker_kill_9(services: Services, workers: WorkerProcesses) -> WorkerProcesses:
     workers.kill()
-    return WorkerProcesses(services.env, processes=PROCESSES, threads=THREADS)
+    return WorkerProcesses(services.env, processes=workers.processes, threads=workers.threads)
 
 
 FAULTS: dict[str, Fault] = {
     "memcached-node": memcached_node,
+    "memcached-node-loss": memcached_node,
     "memcached-restart": memcached_restart,
     "redis-broker-restart": redis_broker_restart,
     "redis-broker-kill-9": redis_broker_kill_9,
@@ -177,6 +214,7 @@ FAULTS: dict[str, Fault] = {
     "rabbitmq-restart": rabbitmq_restart,
     "rabbitmq-memory-alarm": rabbitmq_memory_alarm,
     "worker-kill-9": worker_kill_9,
+    "redis-worker-kill-9-short-claims": worker_kill_9,
 }
 
 
@@ -189,8 +227,9 @@ def services_for(fault: str, directory: Path, rabbitmq: RabbitmqProcess) -> Iter
         # Its own metrics files: workers of the machine may be writing the default ones.
         metrics = tempfile.mkdtemp(dir=directory)
         env = environment(**FAST_FAILURES, dramatiq_prom_db=metrics)
+        env.update(SHAPES.get(fault, Shape()).env)
         services = Services(env)
-        if fault.startswith("redis-broker"):
+        if fault.startswith("redis-broker") or fault.startswith("redis-worker"):
             services.redis_broker = RedisProcess(Path(tempfile.mkdtemp(dir=directory)))
             stack.callback(services.redis_broker.shut_down)
             env.update(REDIS="1", REDIS_URL=services.redis_broker.url)
@@ -207,7 +246,7 @@ def services_for(fault: str, directory: Path, rabbitmq: RabbitmqProcess) -> Iter
             env["DEDUP_URL"] = services.redis_store.url
         else:
             services.memcached = [
-                MemcachedProcess() for _ in range(2 if fault == "memcached-node" else 1)
+                MemcachedProcess() for _ in range(2 if fault.startswith("memcached-node") else 1)
             ]
             for server in services.memcached:
                 stack.callback(server.stop)
@@ -218,16 +257,26 @@ def services_for(fault: str, directory: Path, rabbitmq: RabbitmqProcess) -> Iter
 def run(
     fault: str, pages: int, wait_limit: float, directory: Path, rabbitmq: RabbitmqProcess
 ) -> Run:
+    shape = SHAPES.get(fault, Shape())
+    pages = shape.pages or pages
     output = Path(tempfile.mkdtemp(dir=directory)) / "records.jsonl"
+    baseline = (
+        crawl_alone(fault, pages, wait_limit, directory, rabbitmq) if shape.baseline else None
+    )
     started = time.monotonic()
     with ExitStack() as stack, services_for(fault, directory, rabbitmq) as services:
         site = stack.enter_context(generated_site(pages, delay=0.005))
-        workers = WorkerProcesses(services.env, processes=PROCESSES, threads=THREADS)
+        workers = WorkerProcesses(services.env, processes=shape.processes, threads=shape.threads)
         seeder = WaitingSeeder(services.env, site.url(page_path(0)), "--output", str(output))
+        outstanding = None
         try:
-            workers.wait_until(lambda: workers.count("Done crawling") >= pages // 4, timeout=120)
-            crawled_before = workers.count("Done crawling")
-            workers = FAULTS[fault](services, workers)
+            crawled_before = 0
+            for after in shape.after:
+                done = int(after * pages) if after < 1 else int(after)
+                # Pages fetched, from the site: a worker group started again counts anew.
+                workers.wait_until(partial(fetched_at_least, site, done), timeout=300)
+                crawled_before = crawled_before or len(site.fetch_counts())
+                workers = FAULTS[fault](services, workers)
             left: dict[str, int] | None = None
             if seeder.process.poll() is None:
                 try:
@@ -235,8 +284,11 @@ def run(
                 except subprocess.TimeoutExpired:
                     left = left_on_broker(services.env)  # before the seeder's exit deletes its list
             ended = not seeder.running()
+            seconds = time.monotonic() - started
             if ended and (seeder.returncode != 0 or len(site.fetch_counts()) < pages):
                 left = left_on_broker(services.env)
+            if ended and seeder.returncode == 0:
+                outstanding = outstanding_of(services.env, seeder.crawl_id())
         finally:
             seeder.kill()
             if workers.stop() != 0:
@@ -263,11 +315,47 @@ def run(
         crawled_before=crawled_before,
         within_promise=sum(n - 1 for n in counts.values()) <= promised(fault, crawled_before),
         given_up=workers.count("Giving up on URL"),
-        seconds=round(time.monotonic() - started, 1),
+        seconds=round(seconds, 1),
         last_line=seeder.last_line(),
+        outstanding_at_exit_0=outstanding,
+        seconds_without_fault=None if baseline is None else round(baseline, 1),
         left_on_broker=left,
         about_lost_pages=[f"lost: {', '.join(lost)}", *about_lost[:60]] if lost else None,
     )
+
+
+def fetched_at_least(site: SiteServer, pages: int) -> bool:
+    return len(site.fetch_counts()) >= pages
+
+
+def crawl_alone(
+    fault: str, pages: int, wait_limit: float, directory: Path, rabbitmq: RabbitmqProcess
+) -> float:
+    """The seconds the crawl of ``fault``'s shape takes on the same services, undisturbed."""
+    shape = SHAPES.get(fault, Shape())
+    with ExitStack() as stack, services_for(fault, directory, rabbitmq) as services:
+        site = stack.enter_context(generated_site(pages, delay=0.005))
+        workers = WorkerProcesses(services.env, processes=shape.processes, threads=shape.threads)
+        seeder = WaitingSeeder(services.env, site.url(page_path(0)))
+        try:
+            seeder.process.wait(timeout=wait_limit)
+            return time.monotonic() - seeder.started
+        finally:
+            seeder.kill()
+            if workers.stop() != 0:
+                workers.kill()
+
+
+def outstanding_of(env: dict[str, str], crawl_id: str) -> int:
+    """What ``crawler status`` says is outstanding of the crawl."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "crawler.example", "--status", crawl_id],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    found = re.search(r"(-?\d+) outstanding", shown.stdout)
+    if found is not None:
+        return int(found.group(1))
+    raise RuntimeError(f"no outstanding figure in {shown.stdout!r} {shown.stderr[-300:]!r}")
 
 
 def left_on_broker(env: dict[str, str]) -> dict[str, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import dramatiq
@@ -10,10 +11,11 @@ import redis
 from dramatiq.brokers.stub import StubBroker
 
 from crawler import example
-from crawler.environment import Lifetimes
+from crawler.environment import Lifetimes, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.frontier import claims, counters, journal
 from crawler.frontier.digests import owner_token, short_id, url_digest
+from crawler.options import CrawlOptions
 from crawler.stores.memcached import MemcachedClient
 from crawler.stores.redis import RedisStorePool
 
@@ -97,6 +99,43 @@ def test_deliveries_of_one_attempt_are_bounded(store: Any, broker: str) -> None:
     assert store.get_multi([f"d:{short_id('message-1')}:0:0:0"]) == {}
     # A retry is a new attempt with its own count, and not a first delivery.
     assert claims.bound_deliveries(store, Delivery(False, retries=1), 3, LIFETIMES) is False  # type: ignore[arg-type]
+
+
+def test_a_message_handed_back_after_its_claims_expired_resends_the_links_it_claimed(
+    store: Any, stub_broker: StubBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Claims of a second (CRAWLER_CLAIM_TTL=1), and a Redis broker's message, which does
+    # not say whether it was delivered before.
+    lifetimes = Lifetimes(claim=1)
+    options = CrawlOptions(crawl_id="crawl-1")
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name="crawler", actor_name="crawl", args=("http://127.0.0.1:1/",), kwargs={},
+        options={}, message_id="parent-1",
+    )  # fmt: skip
+
+    def take() -> bool:
+        skipped, first = claims.take(
+            store, message, "http://127.0.0.1:1/", 0, options, Limits(), lifetimes
+        )
+        assert skipped is None
+        return first
+
+    assert take() is True
+    # The first try claims and journals its links, and its worker dies before they are sent.
+    monkeypatch.setattr(claims, "enqueue_all", lambda broker, messages: None)
+    sent_before = claims.send_claimed(
+        store, example.crawl, "parent-1", URLS, {}, "crawl-1", lifetimes, first_delivery=True
+    )
+    monkeypatch.undo()
+    assert len(sent_before) == len(URLS) and queued(stub_broker) == []
+    # Handed back long after every claim expired: still a redelivery, so the links go out.
+    time.sleep(2.1)
+    assert take() is False
+    sent = claims.send_claimed(
+        store, example.crawl, "parent-1", URLS, {}, "crawl-1", lifetimes, first_delivery=False
+    )
+    assert sent == sent_before
+    assert [m.message_id for m in queued(stub_broker)] == sent_before
 
 
 def test_when_claims_are_gone_the_journal_says_who_owns_each_url(

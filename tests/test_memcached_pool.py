@@ -88,7 +88,7 @@ def pool_of(servers: list[MemcachedProcess], timeout: float) -> ThreadMappedPool
     )
 
 
-def test_a_dead_server_leaves_the_ring_and_is_tried_again_after_its_timeout() -> None:
+def test_a_killed_server_leaves_the_ring_without_failing_a_call_and_rejoins_once_probed() -> None:
     servers = [MemcachedProcess(), MemcachedProcess()]
     try:
         pool = pool_of(servers, timeout=0.5)
@@ -98,30 +98,48 @@ def test_a_dead_server_leaves_the_ring_and_is_tried_again_after_its_timeout() ->
             assert servers[1].process is not None
             servers[1].process.kill()
             servers[1].process.wait()
-            # The calls that meet the dead server fail (their attempts are retried): on
-            # the connection it dropped, then on the connection it refuses ...
-            failures = []
-            while True:
-                try:
-                    found = client.get_multi(keys)
-                    break
-                except MemcachedError as e:
-                    failures.append(str(e))
-            assert 1 <= len(failures) <= 2 and "ConnectionRefusedError" in failures[-1]
-            assert all(servers[1].servers in failure for failure in failures)
-            # ... and every later one goes to the server left: its keys are still there,
-            # the dead one's are gone, and new ones are stored.
+            # The call that meets the dead server (on the connection it dropped, then on
+            # one it refuses) goes on to the server left: no call fails.
+            found = client.get_multi(keys)
+            assert pool.servers.ring() == [servers[0].servers]
+            # Its keys are still there, the dead one's are gone, and new ones are stored.
             assert 0.3 * len(keys) < len(found) < 0.7 * len(keys)
             assert client.add_multi(dict.fromkeys(keys, b"2"), time=60) == list(found)
             assert len(client.get_multi(keys)) == len(keys)
             assert [address for address, _ in client.get_stats()] == [servers[0].servers]
-            # Back after its timeout, empty: it holds its share of the keys again.
+            # Its probes are refused: it stays out, and no live call meets it.
+            time.sleep(0.6)
+            assert len(client.get_multi(keys)) == len(keys)
+            assert pool.servers.ring() == [servers[0].servers]
+            # Started again, empty: the next probe answers and it takes its share back.
             servers[1].start()
             time.sleep(0.6)
             assert len(client.get_multi(keys)) == len(found)
+            assert pool.servers.ring() == [s.servers for s in servers]
     finally:
         for server in servers:
             server.stop()
+
+
+def test_every_call_goes_on_when_a_server_refuses_it(own_memcached: MemcachedProcess) -> None:
+    dead = MemcachedProcess()
+    dead.stop()  # a port nobody listens on: every connection to it is refused
+    pool = pool_of([own_memcached, dead], timeout=0.5)
+    keys = [f"key-{i}" for i in range(50)]
+    with pool.reserve() as client, client:
+        assert client.add_multi(dict.fromkeys(keys, b"1"), time=60) == []
+    for call in (
+        lambda c: c.get_multi(keys),
+        lambda c: c.incr_and_append({"counter": 1}, {"item": b"x"}),
+        lambda c: [c.add(key, b"2", time=60) for key in keys],
+        lambda c: c.touch_multi(keys, 60),
+    ):
+        pool = pool_of([own_memcached, dead], timeout=0.5)  # both in the ring again
+        with pool.reserve() as client, client:
+            call(client)
+            assert pool.servers.ring() == [own_memcached.servers]
+    with pool_of([own_memcached, dead], timeout=0.5).reserve() as client, client:
+        assert len(client.get_multi(keys)) == len(keys)
 
 
 def test_a_lone_server_that_restarts_is_used_again_by_the_next_call(

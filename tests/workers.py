@@ -25,6 +25,7 @@ class WorkerProcesses:
     """``dramatiq crawler.example`` in a subprocess, its log lines collected."""
 
     def __init__(self, env: Mapping[str, str], *, processes: int = 1, threads: int = 8) -> None:
+        self.processes, self.threads = processes, threads
         self.lines: list[str] = []
         self._changed = threading.Condition()
         self.process = subprocess.Popen(

@@ -198,13 +198,20 @@ def ending_of_duplicate(client: Any, url: str, message_id: str, crawl_id: str | 
 
 
 def bound_deliveries(
-    client: Any, message: dramatiq.Message[Any], max_deliveries: int, lifetimes: Lifetimes
+    client: Any,
+    message: dramatiq.Message[Any],
+    max_deliveries: int,
+    lifetimes: Lifetimes,
+    crawl_id: str | None = None,
 ) -> bool:
     """Give up on an attempt that keeps coming back unfinished (a worker died on it each time);
     True on the very first delivery of the message.
 
     Retries are counted by Dramatiq and deferrals (rate limits) by :func:`defer`; this
-    counts the deliveries of one attempt.
+    counts the deliveries of one attempt.  The count lives as long as the crawl (the
+    grace), not as long as a claim: a message handed back after its worker died, however
+    late, is known as a redelivery, and resends the links its earlier try may have
+    claimed (:func:`send_claimed`).  It is dropped when the attempt ends.
     """
     retries, deferrals = message.options.get("retries", 0), message.options.get("deferrals", 0)
     replays = message.options.get("replays", 0)  # --replay: a dead letter's second chance
@@ -215,7 +222,7 @@ def bound_deliveries(
         deliveries = 1
     else:
         key = _deliveries_key(message)
-        added = client.add(key, 1, time=lifetimes.claim)
+        added = client.add(key, 1, time=lifetimes.grace if crawl_id is not None else CLAIM_TTL)
         counted = 1 if added else int(client.incr(key))
         deliveries = counted + (1 if redelivered else 0)
     if deliveries > max_deliveries:
@@ -320,7 +327,9 @@ def take(
         return outcomes.PAUSED, False
     if added == TAKEN:
         return outcomes.DUPLICATE, False
-    first_delivery = bound_deliveries(client, message, limits.max_deliveries, lifetimes)
+    first_delivery = bound_deliveries(
+        client, message, limits.max_deliveries, lifetimes, options.crawl_id
+    )
     spent = (
         None
         if sitemap

@@ -10,13 +10,18 @@ key raises).
 Over several servers a key lives on the server that rendezvous hashing picks among
 those in the ring, so losing or adding a server moves only its share of the keys.  A
 server that refuses a connection (its process is gone, and its memory with it) leaves
-the ring of every thread of the process at once and is tried again after
-``dead_timeout`` seconds; every call that meets a failure raises
-:class:`MemcachedError`, and its attempt is retried.  A server that times out or drops
-a connection stays in the ring: it may be alive and still hold its keys, and one that
-rejoined after others took its keys over would bring back claims that contradict
-theirs (two messages each finding the URL claimed by the other, and neither fetching
-it).  pymemcache's
+the ring of every thread of the process at once, and the call that met the refusal
+goes on at once to the ring without it: nothing was written to a server that is not
+there, and whatever it held is gone with it.  A connection the server dropped mid-call
+is followed by one connection of its own: refused, the server is gone as above (and
+the call goes on); accepted, the call fails as below.  A server out of the ring is
+not tried by live calls again: every ``dead_timeout`` seconds one thread probes it
+(``version`` on a connection of its own), and it rejoins when the probe answers.  Any
+other failure raises :class:`MemcachedError`, and its attempt is retried: a server that
+times out, or drops a connection and takes the next, stays in the ring: it may be alive
+and still hold its keys, and one that rejoined after others took its keys over would
+bring back claims that contradict theirs (two messages each finding the URL claimed by
+the other, and neither fetching it).  pymemcache's
 own ``HashClient`` is not used: while a server is "retrying" it answers calls with
 defaults (``get`` None, ``add`` False) instead of failing them, which a claim would read
 as "nobody holds this URL".
@@ -36,7 +41,7 @@ from typing import Any, Protocol
 
 from dramatiq.rate_limits import RateLimiterBackend
 from pymemcache.client.base import Client
-from pymemcache.exceptions import MemcacheError
+from pymemcache.exceptions import MemcacheError, MemcacheUnexpectedCloseError
 
 from crawler.environment import DEAD_SERVER_RETRY, memcached_servers, memcached_timeout
 
@@ -48,10 +53,23 @@ MAX_KEY = 250
 
 #: What says a server's process is gone, its keys with it: it refuses connections.
 GONE = (ConnectionRefusedError,)
+#: What says a server dropped a connection: then one connection of its own tells whether
+#: it is gone (refused) or was only cut off (it may still hold its keys).
+DROPPED = (
+    ConnectionResetError,
+    BrokenPipeError,
+    ConnectionAbortedError,
+    MemcacheUnexpectedCloseError,
+)
 
 
 class MemcachedError(Exception):
     """Memcached could not answer: a server down, hung or out of memory."""
+
+
+class ServerGone(MemcachedError):
+    """The server refused a connection: it left the ring, and the call may go on to the
+    servers left (a lone server stays: then the call fails)."""
 
 
 class NotFound(MemcachedError, KeyError):
@@ -96,7 +114,7 @@ class Servers:
     Parameters:
       addresses(list[str]): ``host`` or ``host:port`` (11211 by default).
       timeout(float): Seconds a connection or a reply may take.
-      dead_timeout(float): Seconds a failed server stays out of the ring.
+      dead_timeout(float): Seconds between probes of a server out of the ring.
     """
 
     def __init__(self, addresses: list[str], *, timeout: float, dead_timeout: float) -> None:
@@ -106,27 +124,57 @@ class Servers:
         self.timeout = timeout
         self.dead_timeout = dead_timeout
         self._lock = threading.Lock()
-        self._dead_until: dict[str, float] = {}
+        self._probing = threading.Lock()
+        self._probe_at: dict[str, float] = {}
         self._ring = self.addresses
 
     def ring(self) -> list[str]:
-        """The servers keys go to now: all but those that failed lately."""
-        dead_until = self._dead_until  # replaced, never changed in place: read without a lock
-        if dead_until and min(dead_until.values()) <= time.monotonic():
-            with self._lock:
-                now = time.monotonic()
-                self._dead_until = {a: t for a, t in self._dead_until.items() if t > now}
-                self._ring = [a for a in self.addresses if a not in self._dead_until]
+        """The servers keys go to now: all but those that refused a connection and have
+        not answered a probe since."""
+        probe_at = self._probe_at  # replaced, never changed in place: read without a lock
+        if probe_at and min(probe_at.values()) <= time.monotonic():
+            self._probe_due()
         return self._ring
 
-    def failed(self, address: str) -> None:
-        """Take ``address`` out of the ring for ``dead_timeout`` (a lone server stays:
-        there is nowhere else to go)."""
-        if len(self.addresses) == 1:
+    def _probe_due(self) -> None:
+        """Probe the servers out of the ring whose time came (one thread at a time; the
+        others go on with the ring as it is): each that answers rejoins."""
+        if not self._probing.acquire(blocking=False):
             return
+        try:
+            for address, at in self._probe_at.items():
+                if at <= time.monotonic():
+                    self._set_out(address, None if self.answers(address) else self.dead_timeout)
+        finally:
+            self._probing.release()
+
+    def answers(self, address: str) -> bool:
+        """Whether the server at ``address`` answers ``version`` on a connection of its own."""
+        client = self.connect(address)
+        try:
+            client.version()
+            return True
+        except (OSError, MemcacheError):
+            return False
+        finally:
+            client.close()
+
+    def failed(self, address: str) -> bool:
+        """Take ``address`` out of the ring until a probe answers, the first probe in
+        ``dead_timeout``; whether it left (a lone server stays: there is nowhere else to
+        go)."""
+        if len(self.addresses) == 1:
+            return False
+        self._set_out(address, self.dead_timeout)
+        return True
+
+    def _set_out(self, address: str, seconds: float | None) -> None:
         with self._lock:
-            self._dead_until = {**self._dead_until, address: time.monotonic() + self.dead_timeout}
-            self._ring = [a for a in self.addresses if a not in self._dead_until]
+            probe_at = {a: t for a, t in self._probe_at.items() if a != address}
+            if seconds is not None:
+                probe_at[address] = time.monotonic() + seconds
+            self._probe_at = probe_at
+            self._ring = [a for a in self.addresses if a not in probe_at]
 
     def connect(self, address: str) -> Client:
         host, _, port = address.rpartition(":") if ":" in address else (address, "", "11211")
@@ -166,8 +214,11 @@ class MemcachedClient:
             return getattr(client, command)(*args, **kwargs)
         except (OSError, MemcacheError) as e:
             client.close()  # a reply may be half read: the next call connects anew
-            if isinstance(e, GONE):
-                self.servers.failed(address)
+            gone = isinstance(e, GONE) or (
+                isinstance(e, DROPPED) and not self.servers.answers(address)
+            )
+            if gone and self.servers.failed(address):
+                raise ServerGone(f"{address}: {type(e).__name__}: {e}") from e
             raise MemcachedError(f"{address}: {type(e).__name__}: {e}") from e
         except BaseException:
             # Interrupted mid-call (Dramatiq's time limit raises in the thread, Ctrl-C):
@@ -175,17 +226,34 @@ class MemcachedClient:
             client.close()
             raise
 
-    def _by_server(self, keys: Iterable[str]) -> dict[str, dict[str, str]]:
-        """``keys`` grouped by the server that holds each: wire key -> key."""
-        grouped: dict[str, dict[str, str]] = {}
-        for key in keys:
-            wired = wire_key(key)
-            grouped.setdefault(self._server(wired), {})[wired] = key
-        return grouped
+    def _each_server(
+        self,
+        wired: Iterable[str],
+        call: Callable[[str, list[str]], None],
+        route: Callable[[str], str] = str,
+    ) -> None:
+        """``call(address, keys)`` for each server and the keys it holds (``route(key)``:
+        the wire key that picks the server); the keys of a server that turns out gone go
+        on to the servers left."""
+        pending = list(wired)
+        while pending:
+            grouped: dict[str, list[str]] = {}
+            for key in pending:
+                grouped.setdefault(self._server(route(key)), []).append(key)
+            pending = []
+            for address, keys in grouped.items():
+                try:
+                    call(address, keys)
+                except ServerGone:
+                    pending += keys
 
     def _one(self, command: str, key: str, *args: Any, **kwargs: Any) -> Any:
         wired = wire_key(key)
-        return self._run(self._server(wired), command, wired, *args, **kwargs)
+        while True:
+            try:
+                return self._run(self._server(wired), command, wired, *args, **kwargs)
+            except ServerGone:
+                continue  # out of the ring now: the key's next server takes the call
 
     def ready(self) -> None:
         """Nothing to check: a server that refuses connections leaves the ring at once."""
@@ -198,10 +266,14 @@ class MemcachedClient:
         return self._one("get", key)
 
     def get_multi(self, keys: Iterable[str]) -> dict[str, Any]:
+        wired = {wire_key(key): key for key in keys}
         found: dict[str, Any] = {}
-        for address, wired in self._by_server(keys).items():
-            values = self._run(address, "get_many", list(wired))
+
+        def get(address: str, some: list[str]) -> None:
+            values = self._run(address, "get_many", some)
             found.update((wired[k], value) for k, value in values.items())
+
+        self._each_server(wired, get)
         return found
 
     def set(self, key: str, value: Any, time: float = 0) -> bool:
@@ -213,12 +285,16 @@ class MemcachedClient:
     def add_multi(self, mapping: Mapping[str, Any], time: float = 0) -> list[str]:
         """Store each key that is absent, one round trip a server; the keys that were
         there already."""
-        taken = []
-        for address, wired in self._by_server(mapping).items():
-            values = {w: mapping[key] for w, key in wired.items()}
+        wired = {wire_key(key): key for key in mapping}
+        taken: list[str] = []
+
+        def add(address: str, some: list[str]) -> None:
+            values = {w: mapping[wired[w]] for w in some}
             # pymemcache's ``add`` is this command for one key; here all of them at once.
             stored = self._run(address, "_store_cmd", b"add", values, int(time), False)
-            taken += [wired[w] for w, done in stored.items() if not done]
+            taken.extend(wired[w] for w, done in stored.items() if not done)
+
+        self._each_server(wired, add)
         return taken
 
     def append(self, key: str, value: bytes) -> bool:
@@ -228,18 +304,19 @@ class MemcachedClient:
         """Each ``(command, key, arguments, data)`` (``data`` None: a command without a
         data block), a server's commands written together and their one-line answers
         read after: one round trip a server.  The answers, in the order of ``commands``."""
-        by_server: dict[str, list[tuple[int, bytes]]] = {}
+        lines: dict[str, tuple[int, bytes]] = {}  # a key of its own a command: index, line
         for index, (command, key, arguments, data) in enumerate(commands):
             wired = wire_key(key)
             line = f"{command} {wired} {arguments}\r\n".encode()
-            by_server.setdefault(self._server(wired), []).append(
-                (index, line if data is None else line + data + b"\r\n")
-            )
+            lines[f"{index} {wired}"] = (index, line if data is None else line + data + b"\r\n")
         answers = [b""] * len(commands)
-        for address, lines in by_server.items():
-            read = self._run(address, "_misc_cmd", [line for _, line in lines], b"write", False)
-            for (index, _), answer in zip(lines, read, strict=True):
-                answers[index] = answer
+
+        def write(address: str, some: list[str]) -> None:
+            read = self._run(address, "_misc_cmd", [lines[k][1] for k in some], b"write", False)
+            for k, answer in zip(some, read, strict=True):
+                answers[lines[k][0]] = answer
+
+        self._each_server(lines, write, route=lambda k: k.partition(" ")[2])
         return answers
 
     def incr_and_append(
