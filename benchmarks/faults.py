@@ -42,6 +42,7 @@ import argparse
 import json
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pika
 import redis
@@ -417,6 +419,20 @@ def summary(runs: list[Run]) -> dict[str, int]:
     }
 
 
+def timing(runs: list[Run]) -> str | None:
+    """For a fault timed against the crawl without it: both times and their ratio."""
+    pairs = [(r.seconds, r.seconds_without_fault) for r in runs if r.seconds_without_fault]
+    if not pairs:
+        return None
+    ratios = sorted(with_fault / alone for with_fault, alone in pairs)
+    with_fault = statistics.median(p[0] for p in pairs)
+    alone = statistics.median(p[1] for p in pairs)
+    return (
+        f"crawl time with the fault {with_fault:.1f} s, without {alone:.1f} s (medians);"
+        f" ratio median {statistics.median(ratios):.2f}, most {ratios[-1]:.2f}"
+    )
+
+
 def line(fault: str, figures: dict[str, int]) -> str:
     return f"{fault:22}" + "".join(f" {figures[key]:>{width}}" for key, width in COLUMNS.items())
 
@@ -463,7 +479,9 @@ def main() -> int:
     faults = arguments.fault or list(FAULTS)
     directory = Path(tempfile.mkdtemp(prefix="crawler-faults-"))
     rabbitmq = RabbitmqProcess()
-    lines, failed, figures = [HEADER], False, {}
+    lines, failed = [HEADER], False
+    figures: dict[str, dict[str, Any]] = {}
+    timings: list[str] = []
     try:
         for fault in faults:
             runs = []
@@ -478,9 +496,14 @@ def main() -> int:
             figures[fault] = summary(runs)
             lines.append(line(fault, figures[fault]))
             print(lines[-1], file=sys.stderr, flush=True)
+            timed = timing(runs)
+            if timed:
+                figures[fault]["timing"] = timed
+                print(f"{fault}: {timed}", file=sys.stderr, flush=True)
+                timings.append(f"{fault}: {timed}")
     finally:
         rabbitmq.shut_down()
-    print("\n".join([*lines, LEGEND]))
+    print("\n".join([*lines, LEGEND, *timings]))
     if arguments.json is not None:
         arguments.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 1 if failed else 0
