@@ -55,13 +55,22 @@ def _example() -> Any:
     return example
 
 
+#: Options the command line treats specially: they print and exit, which no crawl of
+#: code's may do to its process.
+SPECIAL_OPTIONS = ("help", "version")
+
+
 def _command_line(urls: Sequence[str], options: Mapping[str, Any]) -> list[str]:
-    """``urls`` and ``options`` as ``crawler crawl``'s arguments."""
+    """``urls`` and ``options`` as ``crawler crawl``'s arguments: the options, then the
+    URLs after ``--``, values joined to their flags: neither a URL nor a value
+    such as ``-h`` is taken for an option."""
     if isinstance(urls, str):
         raise CrawlError("urls must be a list of URLs, not one string")
-    line = list(urls)
+    line: list[str] = []
     for name, value in options.items():
         flag = "--" + name.replace("_", "-")
+        if name in SPECIAL_OPTIONS:
+            raise CrawlError(f"{name}: {flag} is the command line's; a Crawl has no use for it")
         if value is None:
             continue
         if value is True:
@@ -69,10 +78,19 @@ def _command_line(urls: Sequence[str], options: Mapping[str, Any]) -> list[str]:
         elif value is False:
             line.append("--no-" + name.replace("_", "-"))
         elif isinstance(value, (list, tuple)):
-            line += itertools.chain.from_iterable((flag, str(item)) for item in value)
+            line += [f"{flag}={item}" for item in value]
         else:
-            line += [flag, str(value)]
-    return line
+            line.append(f"{flag}={value}")
+    return [*line, "--", *urls]
+
+
+def _parsed(line: list[str]) -> argparse.Namespace:
+    """``line`` parsed as ``crawler crawl`` parses it; what the parser refuses, or would
+    exit the process for, is a :class:`CrawlError` in its words."""
+    try:
+        return parser_of_crawls().parse_args(line)
+    except SystemExit as e:  # argparse exits for what it treats specially
+        raise CrawlError(f"the options would exit the process (status {e.code})") from None
 
 
 _handler_names = itertools.count(1)
@@ -87,12 +105,24 @@ def _handler_option(handlers: Any, handler: str | Handler | None) -> str | None:
     return name
 
 
+#: Held while a :class:`Crawl` runs: ``--local`` takes the process's broker and stores
+#: for its crawl, so a second one at the same time would mix their records.
+_running = threading.Lock()
+
+RUNNING = (
+    "another Crawl is running in this process: run them one after another,"
+    " or seed() crawls for workers"
+)
+
+
 class Crawl:
     """A crawl in this process (``crawler crawl --local``), run from code.
 
     Iterating it runs the crawl in a thread and yields each URL's record as it ends;
     :meth:`run` runs it to the end; :meth:`stop` stops it (as Ctrl-C does).  One crawl
-    runs in a process at a time.
+    runs in a process at a time: starting one (the first record asked for) while
+    another runs raises :class:`CrawlError`, as :func:`seed` does then.  Options the
+    command line treats specially (``help``, ``version``) raise :class:`CrawlError`.
 
     Parameters:
       urls(Sequence): The seeds.
@@ -118,9 +148,7 @@ class Crawl:
         example = self._example = _example()
         handler_name = _handler_option(example.handlers, handler)
         extra = {"threads": threads, "state": state, "output": output, "handler": handler_name}
-        self._arguments = parser_of_crawls().parse_args(
-            [*_command_line(urls, {**options, **extra}), "--local"]
-        )
+        self._arguments = _parsed(_command_line(urls, {**options, **extra, "local": True}))
         self._records: queue.Queue[Record | None] = queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -146,13 +174,20 @@ class Crawl:
             self._example.crawl.broker = broker
             dramatiq.set_broker(broker)
             self._example.stores.leave_memory()
+            _running.release()  # before the last record: the next Crawl may start
             self._records.put(None)
 
     def __iter__(self) -> Iterator[Record]:
         if self._thread is not None:
             raise RuntimeError("a Crawl runs once")
+        if not _running.acquire(blocking=False):
+            raise CrawlError(RUNNING)
         self._thread = threading.Thread(target=self._run, name="crawl", daemon=True)
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:
+            _running.release()
+            raise
         try:
             while (record := self._records.get()) is not None:
                 yield record
@@ -244,8 +279,9 @@ def seed(
       options: Any option of ``crawler crawl`` (see the module's text).
     """
     example = _example()
-    command = parser_of_crawls()
-    arguments = command.parse_args(_command_line(urls, {**options, "handler": handler}))
+    arguments = _parsed(_command_line(urls, {**options, "handler": handler}))
+    if _running.locked():  # the process's broker is the local crawl's
+        raise CrawlError(RUNNING)
     try:
         crawl_options = command_line.from_arguments(
             arguments, arguments.urls, collect_records=records

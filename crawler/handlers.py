@@ -7,21 +7,28 @@ package.module:function``, or ``CRAWLER_HANDLERS``), never one a message names; 
 chooses one of them (the seeder's ``--handler``), and a message naming one the worker
 did not load is refused and dead-lettered.
 
-A handler that raises, or runs past ``CRAWLER_HANDLER_TIMEOUT`` seconds, fails that
-page's handler step only: the page's record says ``handler_error`` (``handler-failed:``
-and the exception's one-line summary), its links are followed, and the fetch is not
-retried.
+A handler that raises (anything: ``SystemExit``, ``KeyboardInterrupt`` and
+``RecursionError`` too), runs past ``CRAWLER_HANDLER_TIMEOUT`` seconds, or returns data
+strict JSON cannot carry (not a ``dict``, NaN or Infinity, a lone surrogate, more than
+:data:`MAX_DEPTH` levels deep) fails that page's handler step only: the page's record
+says ``handler_error`` (``handler-failed:`` and a one-line summary), its links are
+followed, and the fetch is not retried.
+
+Each call runs in a daemon thread of its own, which the page waits for
+``CRAWLER_HANDLER_TIMEOUT`` seconds at most, whether the handler runs Python or is
+blocked in C (a lock, a socket read): past that the page goes on without it.  Python
+cannot stop a thread, so an abandoned call runs on until it returns, by itself, its
+result dropped; it holds neither the crawl nor a worker thread, and being a daemon
+thread it does not keep the process from exiting.  A process keeps
+:data:`MAX_STUCK` such calls at most: beyond that, a handler step fails at once.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import json
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -163,78 +170,146 @@ class Handlers:
         return handler
 
     def run(self, handler: Handler, page: Page) -> Outcome:
-        """Call ``handler`` on ``page``, within :attr:`timeout` seconds."""
+        """Call ``handler`` on ``page`` in a thread of its own and wait :attr:`timeout`
+        seconds at most for what it made of it; past that, the step fails and the
+        thread is abandoned (see :data:`MAX_STUCK`)."""
+        call = _Call(handler, page)
+        with _stuck.lock:
+            if _stuck.count >= MAX_STUCK:
+                return Outcome(
+                    error=f"handler-failed: {_stuck.count} handler calls are still running"
+                    " past their timeout in this process; not starting another"
+                )
         try:
-            with _watchdog.bound(self.timeout):
-                returned = handler(page)
-        except HandlerTimeout:
+            threading.Thread(
+                target=call, name=f"page-handler {shown(page.url)}", daemon=True
+            ).start()
+        except RuntimeError as e:  # no thread to be had
+            return Outcome(error=f"handler-failed: cannot start its thread: {_one_line(e)}")
+        try:
+            call.finished.wait(self.timeout)
+        finally:
+            with _stuck.lock:
+                if call.outcome is None:  # still running: left to itself
+                    call.abandoned = True
+                    _stuck.count += 1
+        if call.outcome is None:
             return Outcome(error=f"handler-failed: took longer than {self.timeout:g}s")
-        except Exception as e:  # the user's code: any failure is that page's handler step's
-            return Outcome(error=f"handler-failed: {_one_line(e)}")
-        if isinstance(returned, Handled):
-            data, follow = returned.data, list(returned.follow)
-        else:
-            data, follow = returned, []
-        if data is not None and not isinstance(data, dict):
-            return Outcome(error=f"handler-failed: returned {type(data).__name__}, not a dict")
-        try:
-            json.dumps(data)
-        except (TypeError, ValueError) as e:
-            return Outcome(error=f"handler-failed: its data is not JSON: {_one_line(e)}")
-        if not all(isinstance(url, str) for url in follow):
-            return Outcome(error="handler-failed: URLs to follow must be strings")
-        return Outcome(data=data, follow=follow)
+        return call.outcome
 
 
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return shown(f"{type(error).__name__}: {text}" if text else type(error).__name__)
+#: Handler calls a process leaves running past their timeout at most: beyond that, a
+#: handler step fails at once (``... still running past their timeout ...``) rather
+#: than start one more thread, until some of them return.
+MAX_STUCK = 32
+
+#: How deeply a handler's data may nest, in dicts and lists (the data itself is level 1).
+MAX_DEPTH = 100
 
 
-class HandlerTimeout(BaseException):
-    """Raised in a handler's thread when it ran past its time (a BaseException, so that
-    the handler's own ``except Exception`` does not swallow it)."""
+def stuck() -> int:
+    """How many handler calls of this process run on past their timeout, abandoned."""
+    with _stuck.lock:
+        return _stuck.count
 
 
-class _Watchdog:
-    """One thread for every handler's time bound: it raises :class:`HandlerTimeout` in
-    a thread whose handler ran past its deadline, as Dramatiq's ``time_limit`` does for
-    a whole message (an asynchronous exception: it lands when the handler runs Python
-    code next).  Checked every :data:`TICK` seconds: no thread, nor timer, a page."""
-
-    TICK = 0.05
+class _Stuck:
+    """How many handler threads of this process run past their timeout."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._deadlines: dict[int, float] = {}
-        self._thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+        self.count = 0
 
-    def _watch(self) -> None:
-        while True:
-            time.sleep(self.TICK)
-            now = time.monotonic()
-            with self._lock:
-                late = [thread for thread, at in self._deadlines.items() if at <= now]
-                for thread in late:
-                    del self._deadlines[thread]
-                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                        ctypes.c_ulong(thread), ctypes.py_object(HandlerTimeout)
-                    )
 
-    @contextmanager
-    def bound(self, seconds: float) -> Iterator[None]:
-        """Run the block within ``seconds``, or have it interrupted."""
-        thread = threading.get_ident()
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, name="handlers", daemon=True)
-                self._thread.start()
-            self._deadlines[thread] = time.monotonic() + seconds
+_stuck = _Stuck()
+
+
+class _Call:
+    """One handler call on one page, run in a thread of its own: the handler, and the
+    check of what it returned, so that whatever of the user's code runs is bounded by
+    the timeout (a ``dict`` subclass's ``items``, an exception's ``__str__``...)."""
+
+    def __init__(self, handler: Handler, page: Page) -> None:
+        self.handler = handler
+        self.page = page
+        self.finished = threading.Event()
+        self.outcome: Outcome | None = None
+        self.abandoned = False
+
+    def __call__(self) -> None:
         try:
-            yield
-        finally:
-            with self._lock:
-                self._deadlines.pop(thread, None)
+            outcome = _checked(self.handler(self.page))
+        except BaseException as e:  # the user's code: SystemExit, KeyboardInterrupt too
+            try:
+                outcome = Outcome(error=f"handler-failed: {_one_line(e)}")
+            except BaseException:  # an exception whose text cannot be had
+                outcome = Outcome(error=f"handler-failed: {type(e).__name__}")
+        with _stuck.lock:
+            self.outcome = outcome
+            if self.abandoned:  # its page went on without it: its result is dropped
+                _stuck.count -= 1
+        self.page = None  # type: ignore[assignment]  # an abandoned call keeps no body
+        self.finished.set()
 
 
-_watchdog = _Watchdog()
+def _checked(returned: Any) -> Outcome:
+    """What a handler returned, as an :class:`Outcome`: its data must be a JSON object
+    that strict JSON carries (no NaN nor Infinity, no lone surrogate, at most
+    :data:`MAX_DEPTH` levels deep), and its URLs to follow strings."""
+    if isinstance(returned, Handled):
+        data, follow = returned.data, list(returned.follow)
+    else:
+        data, follow = returned, []
+    if data is not None and not isinstance(data, dict):
+        return Outcome(error=f"handler-failed: returned {type(data).__name__}, not a dict")
+    if _deeper_than(data, MAX_DEPTH):
+        return Outcome(
+            error=f"handler-failed: data is not strict JSON: nested deeper than {MAX_DEPTH} levels"
+        )
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")  # a lone surrogate is no UTF-8
+    except (TypeError, ValueError, RecursionError) as e:
+        return Outcome(
+            error=f"handler-failed: data is not strict JSON: {_one_line(e, named=False)}"
+        )
+    if not all(isinstance(url, str) for url in follow):
+        return Outcome(error="handler-failed: URLs to follow must be strings")
+    try:
+        "".join(follow).encode("utf-8")
+    except UnicodeEncodeError as e:
+        return Outcome(
+            error=f"handler-failed: a URL to follow is not UTF-8: {_one_line(e, named=False)}"
+        )
+    # A copy of plain JSON values: what the record holds is what its line says.
+    return Outcome(data=json.loads(text), follow=follow)
+
+
+def _deeper_than(data: Any, limit: int) -> bool:
+    """Whether ``data`` nests dicts and lists more than ``limit`` levels deep; without
+    recursion, as the data may be deeper than Python's recursion limit.  A container
+    met twice is walked once (a cycle ends; ``json.dumps`` then names it)."""
+    walked: set[int] = set()
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Iterable[Any] = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        if id(value) in walked:
+            continue
+        walked.add(id(value))
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _one_line(error: BaseException, *, named: bool = True) -> str:
+    text = " ".join(str(error).split())
+    if not named:
+        return shown(text or type(error).__name__)
+    return shown(f"{type(error).__name__}: {text}" if text else type(error).__name__)

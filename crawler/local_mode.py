@@ -4,7 +4,9 @@ Only the broker (Dramatiq's ``StubBroker`` with an in-process ``Worker``) and th
 dedup store (:class:`~crawler.stores.memory.MemoryPool`) differ from a distributed
 crawl; fetching, extraction, claims and failures are the very same code.  With
 ``--state DIR`` both are kept on disk as well (:mod:`crawler.stores.saved`), and the
-same command again carries on with the crawl.
+same command again carries on with the crawl: a page in hand when the process was
+killed (not when it crashed) counts no delivery (:func:`_give_back`), and a disk with no
+room left stops the crawl at once (:class:`~crawler.stores.saved.DiskFull`).
 """
 
 from __future__ import annotations
@@ -14,19 +16,21 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import dramatiq
 from dramatiq.errors import QueueJoinTimeout
 
+from crawler.archiving.warc import WarcFiles
 from crawler.brokers import local
 from crawler.environment import Lifetimes, local_backoffs
-from crawler.frontier import counters
+from crawler.frontier import claims, counters
 from crawler.middleware import QuickRetries
 from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
 from crawler.records import Record, RecordFile
 from crawler.stores import StorePool
-from crawler.stores.saved import SavedState
+from crawler.stores.saved import CRASH_LOG_NAME, DiskFull, SavedState, no_room
 from crawler.tracking import figures, seeder
 from crawler.tracking.bookkeeping import keep_books
 from crawler.tracking.progress import Progress, ProgressLogHandler
@@ -73,19 +77,34 @@ def run(
     saved: SavedState | None = None,
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,
+    warc_files: WarcFiles | None = None,
 ) -> int:
     """Crawl from the ``seeds`` messages of ``actor`` until nothing is left; 0 when no URL failed
     for good.  ``pool`` is the in-memory store the actor uses, ``lifetimes`` its
     entries' (as the actor's).  With ``saved`` (``--state``) and no seeds, carry on
     with the crawl the state file holds.  Each final record goes to ``on_record`` too;
-    ``stop`` set stops the crawl as Ctrl-C does."""
+    ``stop`` set stops the crawl as Ctrl-C does.  Raises :class:`DiskFull` once the
+    state file, ``output`` or the ``warc_files`` found no room left: the crawl stopped
+    at once, nothing more written."""
     progress = Progress()
-    _log_through(progress, logging.INFO if verbose else logging.WARNING)
+    full = _NoRoom(saved)
+    _log_through(progress, logging.INFO if verbose else logging.WARNING, quiet=full.event)
+    if saved is not None:
+        saved.on_full = lambda error: full.noted(error.path)
+    if warc_files is not None:
+        warc_files.on_no_room = full.note
 
     def keep(record: Record, message: Any) -> None:
+        if full.error is not None:  # stopping: nothing more written
+            raise DiskFull(full.error.path)
         progress.record(record)
         if output is not None and record.get("outcome") in WRITTEN:
-            output.write(record)
+            try:
+                output.write(record)
+            except OSError as e:
+                if not no_room(e):
+                    raise
+                raise full.note(output.path) from e
         if on_record is not None and record.get("outcome") not in NOT_FINAL:
             on_record(record)
 
@@ -97,16 +116,22 @@ def run(
     worker.start()
     interrupted = False
     try:
-        if saved is not None and not seeds:
-            _carry_on(broker, pool, saved, progress)
+        if saved is not None:
+            crash_log = saved.watch_crashes()
+            if not seeds:
+                _carry_on(broker, pool, saved, progress, crash_log)
+            else:
+                saved.set_fact("run", {"crash_log": crash_log, "deliveries": {}})
         _start(pool, seeds, lifetimes)
         for message in seeds:
             broker.enqueue(message)
-        while True:
+        while full.error is None:
             try:
                 broker.join(actor.queue_name, timeout=REFRESH_MS, fail_fast=False)
                 break
             except QueueJoinTimeout:
+                if full.error is not None:
+                    break
                 progress.show()
                 if stop is not None and stop.is_set():
                     interrupted = True
@@ -114,12 +139,25 @@ def run(
     except KeyboardInterrupt:
         interrupted = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the summary
+    except DiskFull:
+        if full.error is None:
+            raise
     finally:
-        worker.stop(timeout=STOP_TIMEOUT_MS if interrupted else 600_000)
+        quick = interrupted or full.error is not None
+        worker.stop(timeout=STOP_TIMEOUT_MS if quick else 600_000)
+        if warc_files is not None:
+            warc_files.on_no_room = None
         if output is not None:
-            output.close()
+            try:
+                output.close()
+            except OSError as e:  # what was left to write found no room either
+                if full.error is None or not no_room(e):
+                    raise
         if saved is not None:
             saved.close()
+    if full.error is not None:
+        progress.clear()
+        raise DiskFull(full.error.path)
     print(progress.summary(interrupted=interrupted), flush=True)
     if interrupted:
         if saved is not None:
@@ -148,23 +186,101 @@ def _crawl_id(seeds: list[dramatiq.Message[Any]]) -> str | None:
 
 
 def _carry_on(
-    broker: local.PriorityStubBroker, pool: StorePool, saved: SavedState, progress: Progress
+    broker: local.PriorityStubBroker,
+    pool: StorePool,
+    saved: SavedState,
+    progress: Progress,
+    crash_log: int,
 ) -> None:
-    """Put back the messages the state file holds, and the crawl's figures so far."""
+    """Put back the messages the state file holds, and the crawl's figures so far; a
+    delivery cut short by the last run's interruption given back, unless it crashed
+    (``crash_log``: the size of its log now)."""
     crawl_id = saved.fact("crawl_id")
     with pool.reserve() as client:
         figures = counters.read(client, crawl_id) if crawl_id else None
     if figures is not None:
         progress.carry_on(figures)
-    left = broker.restore()
+    kept = broker.kept()
+    last_run = saved.fact("run") or {}
+    crashed = crash_log > int(last_run.get("crash_log", crash_log))
+    counted = _give_back(pool, saved, kept, last_run.get("deliveries", {}), crash_log, crashed)
+    left = broker.restore(kept)
     print(
         f"Carrying on with the crawl kept in {str(saved.path.parent)!r}: {left} URL(s)"
         " queued or in hand when it stopped.",
         flush=True,
     )
+    if crashed:
+        print(
+            f"The last run crashed (its traceback is in"
+            f" {str(saved.path.parent / CRASH_LOG_NAME)!r}): each of the {counted} URL(s) in"
+            " hand then counts a delivery.",
+            flush=True,
+        )
 
 
-def _log_through(progress: Progress, level: int) -> None:
+def _give_back(
+    pool: StorePool,
+    saved: SavedState,
+    kept: list[dramatiq.Message[Any]],
+    before: dict[str, int],
+    crash_log: int,
+    crashed: bool,
+) -> int:
+    """Kills are not poison: a message's deliveries are counted in the store
+    (:func:`crawler.frontier.claims.bound_deliveries`) as it is taken, and one that was
+    in hand when the last run stopped was counted once more than it finished.  When
+    that run did not crash (a kill, Ctrl-C, a power cut, the OOM killer), that delivery
+    is given back: the count goes down by one, never below one (one marks a message
+    delivered before, which resends the links it may have claimed).  When it crashed,
+    the counts stay.  The counts as they now are, with the crash log's size, are saved
+    for the next run to compare with: those that grew were in hand.  How many grew."""
+    counts, grew = {}, 0
+    with pool.reserve() as client:
+        for message in kept:
+            key = claims._deliveries_key(message)
+            count = client.get(key)
+            if count is None:  # never taken, or its attempt ended
+                continue
+            if count != before.get(key):  # taken in the last run, and not finished
+                grew += 1
+                if not crashed and count > 1:
+                    count = client.incr(key, -1)
+            counts[key] = count
+    saved.set_fact("run", {"crash_log": crash_log, "deliveries": counts})
+    return grew
+
+
+class _NoRoom:
+    """The first write the disk had no room for, in any thread: the crawl stops, the
+    state file (when kept) writes nothing more, and the log goes quiet."""
+
+    def __init__(self, saved: SavedState | None) -> None:
+        self.saved = saved
+        self.event = threading.Event()
+        self.error: DiskFull | None = None
+        self._lock = threading.Lock()
+
+    def note(self, path: Path | str) -> DiskFull:
+        """The device of ``path`` is full: a :class:`DiskFull` to raise.  The state file
+        stops first: a thread that sees :attr:`error` and gives its message up must not
+        then acknowledge it on disk, its ending unwritten."""
+        if self.saved is not None:
+            self.saved.stop_writing(path)  # tells noted()
+        return self.noted(path)
+
+    def noted(self, path: Path | str) -> DiskFull:
+        """The crawl stops (the state file, when kept, writes nothing more already)."""
+        with self._lock:
+            if self.error is None:
+                self.error = DiskFull(path)
+                self.event.set()
+        return DiskFull(self.error.path)
+
+
+def _log_through(progress: Progress, level: int, quiet: threading.Event) -> None:
+    """Log lines through the progress bar, none once ``quiet`` is set."""
     handler = ProgressLogHandler(progress)
+    handler.addFilter(lambda record: not quiet.is_set())
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)

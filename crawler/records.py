@@ -144,6 +144,7 @@ class RecordFile:
     """
 
     def __init__(self, path: Path, *, append: bool = False) -> None:
+        self.path = path
         self._csv = path.suffix.lower() == ".csv"
         self._owned = str(path) != "-"
         fresh = True
@@ -163,13 +164,13 @@ class RecordFile:
             row = io.StringIO()
             public["links"] = len(public.get("links") or [])
             if public.get("data") is not None:  # a handler's data: one JSON cell
-                public["data"] = json.dumps(public["data"], ensure_ascii=False)
+                public["data"] = json.dumps(public["data"], ensure_ascii=False, allow_nan=False)
             csv.writer(row).writerow(
                 ["" if public.get(c) is None else public[c] for c in RECORD_FIELDS]
             )
             line = row.getvalue()
         else:
-            line = json.dumps(public, ensure_ascii=False) + "\n"
+            line = json.dumps(public, ensure_ascii=False, allow_nan=False) + "\n"
         with self._lock:
             if self._file is not None:
                 self._file.write(line)

@@ -32,7 +32,7 @@ from crawler.options import CrawlOptions
 from crawler.records import Record, RecordFile
 from crawler.stores import STORE_ERRORS, Stores
 from crawler.stores.memcached import MemcachedError
-from crawler.stores.saved import SavedClient, SavedState
+from crawler.stores.saved import DiskFull, SavedClient, SavedState, StateInUse, no_room
 from crawler.tracking import seeder
 
 
@@ -113,38 +113,25 @@ def run(
             handlers.load(arguments.handler)
         except ValueError as e:
             raise CrawlError(f"--handler {arguments.handler}: {e}") from e
-    saved = None
-    if arguments.local and arguments.state is not None:
-        saved, seeds = open_state(arguments, seeds, crawl_options)
-    output = open_output(arguments.output, append=saved is not None)
+    if arguments.local:
+        try:
+            return _run_locally(
+                arguments, crawl, stores, lifetimes, seeds, crawl_options, on_record, stop
+            )
+        except DiskFull as e:
+            again = (
+                "run the same command to carry on"
+                if arguments.state is not None
+                else "run the crawl again"
+            )
+            print(f"crawler: {e}: free some space, then {again}", file=sys.stderr, flush=True)
+            return 1
+    output = open_output(arguments.output)
     # With records on standard output (-o -), what the command says goes to stderr.
     said = (
         sys.stderr if arguments.output is not None and str(arguments.output) == "-" else sys.stdout
     )
     with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
-        if arguments.local:
-            # --local: claims, counters and rate limits in this process, not in Memcached;
-            # WARC files in the directory the command line named (the one its messages name).
-            warc = None if crawl_options.warc is None else Path(crawl_options.warc)
-            if saved is not None and warc is not None and warc.is_dir():
-                cut_partial_records(warc)  # a record the interruption cut short
-            stores.keep_in_memory(warc, None if saved is None else SavedClient(saved))
-            if arguments.dashboard is not None:  # reads the stores just chosen
-                dashboard.callback(
-                    show_dashboard(stores, crawl, arguments.dashboard, crawl_options)
-                )
-            return local_mode.run(
-                crawl,
-                stores,
-                lifetimes,
-                seeds,
-                threads=arguments.threads or 8,
-                output=output,
-                verbose=arguments.verbose,
-                saved=saved,
-                on_record=on_record,
-                stop=stop,
-            )
         if arguments.dashboard is not None:
             dashboard.callback(show_dashboard(stores, crawl, arguments.dashboard, crawl_options))
         return reach_services(
@@ -158,6 +145,55 @@ def run(
                 output=output,
                 adding=arguments.crawl_id is not None,
             )
+        )
+
+
+def _run_locally(
+    arguments: argparse.Namespace,
+    crawl: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    lifetimes: Lifetimes,
+    seeds: list[dramatiq.Message[Any]],
+    crawl_options: CrawlOptions,
+    on_record: Callable[[Record], None] | None,
+    stop: threading.Event | None,
+) -> int:
+    """``--local``: the crawl in this process, its ``--state`` kept on disk.  Raises
+    :class:`DiskFull` when a disk it writes to has no room left."""
+    saved = None
+    if arguments.state is not None:
+        saved, seeds = open_state(arguments, seeds, crawl_options)
+    try:
+        output = open_output(arguments.output, append=saved is not None)
+    except BaseException:
+        if saved is not None:
+            saved.close()
+        raise
+    # With records on standard output (-o -), what the command says goes to stderr.
+    said = (
+        sys.stderr if arguments.output is not None and str(arguments.output) == "-" else sys.stdout
+    )
+    with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
+        # --local: claims, counters and rate limits in this process, not in Memcached;
+        # WARC files in the directory the command line named (the one its messages name).
+        warc = None if crawl_options.warc is None else Path(crawl_options.warc)
+        if saved is not None and warc is not None and warc.is_dir():
+            cut_partial_records(warc)  # a record the interruption cut short
+        stores.keep_in_memory(warc, None if saved is None else SavedClient(saved))
+        if arguments.dashboard is not None:  # reads the stores just chosen
+            dashboard.callback(show_dashboard(stores, crawl, arguments.dashboard, crawl_options))
+        return local_mode.run(
+            crawl,
+            stores,
+            lifetimes,
+            seeds,
+            threads=arguments.threads or 8,
+            output=output,
+            verbose=arguments.verbose,
+            saved=saved,
+            on_record=on_record,
+            stop=stop,
+            warc_files=None if warc is None else stores.warc_files,
         )
 
 
@@ -229,6 +265,8 @@ def open_state(
     the_command = {"urls": arguments.urls, "options": options}
     try:
         saved = SavedState(arguments.state)
+    except StateInUse as e:
+        raise CrawlError(str(e)) from e
     except (OSError, sqlite3.Error) as e:
         raise CrawlError(f"cannot keep --state in {str(arguments.state)!r}: {e}") from e
     try:
@@ -236,6 +274,9 @@ def open_state(
     except local_mode.AnotherCrawl as e:
         saved.close()
         raise CrawlError(str(e)) from e
+    except BaseException:  # no room to save the command, say
+        saved.close()
+        raise
 
 
 def open_output(path: Path | None, *, append: bool = False) -> RecordFile | None:
@@ -246,4 +287,6 @@ def open_output(path: Path | None, *, append: bool = False) -> RecordFile | None
     try:
         return RecordFile(path, append=append)
     except OSError as e:
+        if no_room(e):
+            raise DiskFull(path) from e
         raise CrawlError(f"cannot write --output {str(path)!r}: {e.strerror or e}") from e

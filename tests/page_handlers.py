@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from typing import Any
 
@@ -19,10 +21,46 @@ def failing(page: Page) -> dict[str, Any]:
     if page.url.endswith(("3.html", "4.html")):
         raise ValueError(f"no price on\n{page.url}")
     if page.url.endswith("5.html"):
-        time.sleep(5)
+        time.sleep(1)
     return {"ok": True}
 
 
 def hidden_links(page: Page) -> Handled:
     """Asks to follow ``hidden.html`` (relative), which no page links to."""
     return Handled(data={"status": page.status}, follow=["hidden.html"])
+
+
+#: What ``misbehaving`` on 7.html waits for (12 s at most): a test sets it to let go.
+STUCK = threading.Event()
+
+
+def _recurse(depth: int) -> int:
+    return _recurse(depth + 1) + 1
+
+
+def misbehaving(page: Page) -> dict[str, Any]:
+    """Each misbehaviour issue 41 names, on a page of its own (``N.html``); other pages
+    get ``{"ok": True}``."""
+    name = page.url.rsplit("/", 1)[-1]
+    if name == "1.html":
+        sys.exit(3)
+    if name == "2.html":
+        raise KeyboardInterrupt
+    if name == "3.html":
+        deep: dict[str, Any] = {}
+        for _ in range(100_000):
+            deep = {"a": deep}
+        return deep
+    if name == "4.html":
+        return {"price": float("nan")}
+    if name == "5.html":
+        return {"price": [1, {"max": float("inf")}]}
+    if name == "6.html":
+        return {"title": "caf\udce9"}
+    if name == "7.html":
+        STUCK.wait(12)  # blocked in C: no exception of Python's lands before it returns
+    if name == "8.html":
+        _recurse(0)
+    if name == "9.html":
+        threading.Event().wait()  # blocked in C for ever
+    return {"ok": True}

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crawler import Crawl, CrawlError, Page
+from crawler import Crawl, CrawlError, Page, seed
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment
@@ -50,12 +51,65 @@ def test_options_are_the_command_s_and_a_wrong_one_says_so(site: SiteServer) -> 
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=4))
     assert Crawl([site.url(page_path(0))], max_pages=5, follow_relative=False).run() == 0
     assert sum(pages_fetched(site).values()) == 5
-    with pytest.raises(CrawlError, match="unrecognized arguments: --max-pagez 5"):
+    with pytest.raises(CrawlError, match="unrecognized arguments: --max-pagez=5"):
         Crawl([site.url(page_path(0))], max_pagez=5)
     with pytest.raises(CrawlError, match="--max-pages: '0' is not a whole number above zero"):
         Crawl([site.url(page_path(0))], max_pages=0)
     with pytest.raises(CrawlError, match="not one string"):
         Crawl(site.url(page_path(0)))
+
+
+def test_options_the_command_line_treats_specially_raise_crawl_error_not_system_exit(
+    site: SiteServer,
+) -> None:
+    url = site.url(page_path(0))
+    for special in ("help", "version"):
+        option: dict[str, Any] = {special: True}
+        with pytest.raises(CrawlError, match=f"{special}: --{special} is the command line's"):
+            Crawl([url], **option)
+        with pytest.raises(CrawlError, match=f"--{special} is the command line's"):
+            seed([url], **option)
+    with pytest.raises(CrawlError, match="'-h' is not an http"):  # a URL, not an option
+        Crawl(["-h"])
+    with pytest.raises(CrawlError, match="'--help' is not a whole number"):  # a value
+        Crawl([url], max_pages="--help")
+    assert site.fetch_counts() == {}
+
+
+def test_a_second_crawl_while_one_runs_is_refused_and_one_after_it_runs(
+    site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawler import example
+
+    site.pages.update(generate_site(site.base_url, pages=3, links_per_page=1))
+    monkeypatch.setattr(example.handlers, "timeout", 30.0)  # holds the first crawl open
+    entered, gate = threading.Event(), threading.Event()
+
+    def holding(page: Page) -> dict[str, Any]:
+        entered.set()
+        gate.wait(30)
+        return {"held": True}
+
+    first = Crawl([site.url(page_path(0))], threads=1, handler=holding)
+    ended: list[int] = []
+    runner = threading.Thread(target=lambda: ended.append(first.run()), daemon=True)
+    runner.start()
+    try:
+        assert entered.wait(30)
+        with pytest.raises(CrawlError, match="another Crawl is running in this process"):
+            list(Crawl([site.url(page_path(1))]))
+        with pytest.raises(CrawlError, match="another Crawl is running in this process"):
+            seed([site.url(page_path(1))])
+    finally:
+        gate.set()
+        runner.join(timeout=60)
+    assert ended == [0]
+    assert pages_fetched(site) == {page_path(i): 1 for i in range(3)}  # the first's only
+
+    after = Crawl([site.url(page_path(0))], max_pages=2, handler=body_size)
+    crawled = [r for r in after if r["outcome"] == "crawled"]
+    assert after.exit_status == 0 and len(crawled) == 2
+    assert all(r["data"]["bytes"] > 0 for r in crawled)
 
 
 def test_stop_ends_a_local_crawl_early(site: SiteServer) -> None:

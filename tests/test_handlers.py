@@ -4,12 +4,16 @@ each page's record; a handler that fails fails that page's handler step only."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from crawler.errors import InvalidMessage
-from crawler.handlers import Handlers, Page
+from crawler.handlers import MAX_DEPTH, MAX_STUCK, Handlers, Page, stuck
+from tests import page_handlers
 from tests.site_server import Page as SitePage
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES, read_records
@@ -45,12 +49,150 @@ def test_a_handler_that_raises_runs_too_long_or_returns_no_dict_fails_its_step_i
     assert handlers.run(lambda p: [1], page("<p>")).error == (  # type: ignore[arg-type, return-value]
         "handler-failed: returned list, not a dict"
     )
-    assert "not JSON" in str(handlers.run(lambda p: {"x": object()}, page("<p>")).error)
+    assert "data is not strict JSON: Object of type object" in str(
+        handlers.run(lambda p: {"x": object()}, page("<p>")).error
+    )
     with pytest.raises(InvalidMessage, match="not one this worker loaded"):
         handlers.chosen("tests.page_handlers:heading")
     assert handlers.chosen(None) is None
     with pytest.raises(ValueError, match="has no function 'nope'"):
         Handlers(["tests.page_handlers:nope"])
+
+
+STRICT_JSON = "handler-failed: data is not strict JSON: "
+
+
+def misbehaviour_errors(timeout: float, url: Any = "http://h/{}") -> dict[str, str]:
+    """What the step of ``tests.page_handlers:misbehaving`` says on each page it fails."""
+    return {
+        url.format("1.html"): "handler-failed: SystemExit: 3",
+        url.format("2.html"): "handler-failed: KeyboardInterrupt",
+        url.format("3.html"): f"{STRICT_JSON}nested deeper than {MAX_DEPTH} levels",
+        url.format("4.html"): f"{STRICT_JSON}Out of range float values are not JSON compliant",
+        url.format("5.html"): f"{STRICT_JSON}Out of range float values are not JSON compliant",
+        url.format("6.html"): f"{STRICT_JSON}'utf-8' codec can't encode character '\\udce9'"
+        " in position 14: surrogates not allowed",
+        url.format("7.html"): f"handler-failed: took longer than {timeout:g}s",
+        url.format("8.html"): "handler-failed: RecursionError: maximum recursion depth exceeded",
+        url.format("9.html"): f"handler-failed: took longer than {timeout:g}s",
+    }
+
+
+def test_a_handler_that_exits_recurses_or_returns_what_json_cannot_carry_fails_its_step() -> None:
+    handlers = Handlers(["tests.page_handlers:misbehaving"], timeout=1.0)
+    misbehaving = handlers.chosen("tests.page_handlers:misbehaving")
+    assert misbehaving is not None
+    expected = misbehaviour_errors(1.0)
+    for name in ("1.html", "2.html", "3.html", "4.html", "5.html", "6.html", "8.html"):
+        url = f"http://h/{name}"
+        error = handlers.run(misbehaving, page("<p>", url)).error
+        assert error is not None and error.startswith(expected[url]), (name, error)
+    assert handlers.run(misbehaving, page("<p>", "http://h/0.html")).data == {"ok": True}
+
+    deepest: dict[str, Any] = {}
+    for _ in range(MAX_DEPTH - 1):
+        deepest = {"a": deepest}
+    kept = handlers.run(lambda p: deepest, page("<p>"))
+    assert kept.error is None and kept.data == deepest  # MAX_DEPTH levels pass
+    circular: dict[str, Any] = {}
+    circular["me"] = circular
+    assert handlers.run(lambda p: circular, page("<p>")).error == (
+        f"{STRICT_JSON}Circular reference detected"
+    )
+
+
+def test_a_handler_blocked_in_c_is_abandoned_at_its_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    held = threading.Event()
+    monkeypatch.setattr(page_handlers, "STUCK", held)
+    handlers = Handlers(["tests.page_handlers:misbehaving"], timeout=0.2)
+    misbehaving = handlers.chosen("tests.page_handlers:misbehaving")
+    assert misbehaving is not None
+    started = time.monotonic()
+    try:
+        blocked = handlers.run(misbehaving, page("<p>", "http://h/7.html"))
+        took = time.monotonic() - started
+    finally:
+        held.set()
+    assert blocked.error == "handler-failed: took longer than 0.2s"
+    assert took < 5  # not the 12 s it stays blocked for (the old watchdog's)
+
+
+def test_a_process_abandons_so_many_handler_calls_then_fails_the_step_at_once() -> None:
+    for thread in threading.enumerate():  # calls earlier tests abandoned
+        if thread.name.startswith("page-handler "):
+            thread.join(timeout=15)
+    assert stuck() == 0
+    held = threading.Event()
+
+    def holding(p: Page) -> dict[str, Any]:
+        held.wait(30)
+        return {"late": True}
+
+    handlers = Handlers(timeout=0.01)
+    try:
+        abandoned = [handlers.run(holding, page("<p>")) for _ in range(MAX_STUCK)]
+        assert stuck() == MAX_STUCK
+        threads = threading.active_count()
+        refused = handlers.run(holding, page("<p>"))
+        assert threading.active_count() == threads  # no thread started for it
+    finally:
+        held.set()
+    assert {outcome.error for outcome in abandoned} == {"handler-failed: took longer than 0.01s"}
+    assert refused.error == (
+        f"handler-failed: {MAX_STUCK} handler calls are still running past their timeout"
+        " in this process; not starting another"
+    )
+    for thread in threading.enumerate():
+        if thread.name.startswith("page-handler "):
+            thread.join(timeout=15)
+    assert stuck() == 0  # returned late, their results dropped
+    assert Handlers(timeout=1).run(lambda p: {"x": 1}, page("<p>")).data == {"x": 1}
+
+
+def strict_records(path: Path) -> list[dict[str, Any]]:
+    """The records of an ``--output`` file, read as strict UTF-8 JSON (no NaN nor
+    Infinity)."""
+
+    def refused(constant: str) -> None:
+        raise AssertionError(f"{constant} in a record")
+
+    text = path.read_bytes().decode("utf-8", errors="strict")
+    return [json.loads(line, parse_constant=refused) for line in text.splitlines()]
+
+
+def test_a_local_crawl_whose_handler_misbehaves_ends_by_itself_with_every_record(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    titled_site(site)
+    output = tmp_path / "records.jsonl"
+    started = time.monotonic()
+    crawled = seed(
+        environment(CRAWLER_HANDLER_TIMEOUT="0.3"),
+        site.url(page_path(0)),
+        "--local",
+        "--handler",
+        "tests.page_handlers:misbehaving",
+        "-o",
+        str(output),
+    )
+    took = time.monotonic() - started
+
+    assert crawled.returncode == 0, crawled.stderr[-3000:]
+    assert took < 12  # 9.html's handler never returns, 7.html's in 12 s: neither waited for
+    records = {record["url"]: record for record in strict_records(output)}
+    assert len(records) == PAGES  # every link followed
+    assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)}  # no retry
+    assert all(r["outcome"] == "crawled" for r in records.values())
+    errors = {url: r["handler_error"] for url, r in records.items() if "handler_error" in r}
+    expected = misbehaviour_errors(0.3, site.url("/page/{}"))
+    assert errors.keys() == expected.keys()
+    for url, error in errors.items():
+        assert error.startswith(expected[url]), (url, error)
+        assert records[url]["data"] is None
+    assert records[site.url(page_path(0))]["data"] == {"ok": True}
+    assert "Traceback" not in crawled.stderr
 
 
 def test_local_crawl_puts_each_example_handler_s_data_in_the_records(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import errno
 import hashlib
 import io
 import os
@@ -36,7 +37,7 @@ import socket
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,9 @@ class WarcFiles:
         self._files: OrderedDict[tuple[Path, str], _File] = OrderedDict()
         self._sequence: dict[tuple[Path, str], int] = {}
         self._started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d%H%M%S")
+        #: Told of a directory the disk had no room for (ENOSPC, EDQUOT) before the page's
+        #: TransientError is raised: ``--local`` stops the crawl on it.
+        self.on_no_room: Callable[[Path], object] | None = None
 
     def directory(self, name: str) -> Path:
         """Where a crawl's ``--warc`` directory ``name`` is on this machine: ``name``
@@ -158,6 +162,8 @@ class WarcFiles:
             except OSError as e:
                 if file is not None:
                     file.close()
+                if e.errno in (errno.ENOSPC, errno.EDQUOT) and self.on_no_room is not None:
+                    self.on_no_room(directory)
                 raise TransientError(
                     f"cannot write WARC files in {str(directory)!r}: {e.strerror or e}"
                 ) from e

@@ -51,14 +51,17 @@ class PriorityStubBroker(StubBroker):
                 return message  # that attempt waits already: once is enough
         return super().enqueue(message, delay=delay)
 
-    def restore(self) -> int:
-        """Put back the messages the state file holds, as they were: how many."""
+    def kept(self) -> list[dramatiq.Message[Any]]:
+        """The messages the state file holds, in the order they were enqueued."""
         assert self.saved is not None
-        bodies = self.saved.messages()
-        for body in bodies:
-            message = dramatiq.Message.decode(body)
+        return [dramatiq.Message.decode(body) for body in self.saved.messages()]
+
+    def restore(self, messages: list[dramatiq.Message[Any]] | None = None) -> int:
+        """Put back the messages the state file holds (:meth:`kept`), as they were: how many."""
+        kept = self.kept() if messages is None else messages
+        for message in kept:
             super().enqueue(message)  # under its row already
-        return len(bodies)
+        return len(kept)
 
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 100) -> Any:
         consumer: Any = super().consume(queue_name, prefetch, timeout)
