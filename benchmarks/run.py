@@ -14,35 +14,93 @@ having measured nothing) with ``--follow-relative --same-domain`` on both broker
 ``wget -r -l inf`` as the reference for the page set.  nginx's access log says which
 HTML pages each contender fetched: every one must have fetched wget's.
 
-Prints one table with ratios and writes the figures as JSON (``--json``).
+Prints one table with ratios and writes the figures as JSON (``--json``,
+``benchmark.json`` by default).
+
+**Whole builds side by side** (``--against REV``): this tree against other revisions of
+it, such as the upstream example it began as (the first commit), on the generated site.
+
+    python benchmarks/run.py --against 7e633be --pages 300 --repeat 1    # a quick look
+    python benchmarks/run.py --against 7e633be --against ee880a4 --pages 2000 --links 10 \\
+        --repeat 2 --brokers rabbitmq,redis --processes 2 --threads 8 --json versus.json
+
+"this" is the working tree with this Python; each ``--against REV`` is that revision,
+checked out with ``git worktree add --detach`` into a temporary directory (removed at
+the end) and run by a virtualenv with that revision's ``requirements.txt`` installed
+(made once, kept in ``~/.cache/crawler-benchmarks/venv-<its sha256, 12 digits>``).
+Each build runs its own code: ``<venv>/bin/dramatiq crawler.example -p P -t T`` and
+``<venv>/bin/python -m crawler.example SEED`` in the build's tree, which Python
+puts first on ``sys.path`` (checked once: where ``crawler`` is imported from).
+
+What is measured, for each build on each broker of ``--brokers``, in ``--repeat``
+rounds that take turns (round 1: every build on every broker, then round 2 the
+same...) so that a slow spell of a shared machine hits all alike:
+
+- seconds, from the seed command's start to the last request nginx logged (``$msec``),
+  once every page was served with status 200 and then nothing more for a second (so
+  that a build's redundant fetches count too); the seeder is never asked to wait, as
+  the upstream example has no ``--wait``;
+- pages/s, distinct pages over those seconds;
+- CPU ms per page: the worker processes, their Dramatiq parent, the broker's and
+  Memcached's processes and the seeder, up to that quiet second, per distinct page;
+- fetches per page: requests answered 200 over distinct pages (1.00: no page twice).
+
+Each run starts on emptied services (the benchmark's own Memcached, Redis and RabbitMQ
+virtual host, never the user's) and an emptied access log. A build that fails (its
+workers die, the seeder fails, the pages are not all served within ``--timeout``) is
+reported as failed with the last lines of its output, and the others go on.
+
+Prints one table with each build's median seconds over this tree's (``/this``), and the
+upstream example's over the build's (``x upstream``) when it is one of them; writes the
+figures as JSON (``--json``, ``benchmark-versus.json`` by default).
+
 Every address is on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pika
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.measuring import (
+    BIN,
     DEFAULT_PROCESSES,
     DEFAULT_THREADS,
+    ROOT,
+    CrawlCpu,
+    broker_env,
     crawl_locally,
     crawl_with_scrapy,
     crawl_with_wget,
     crawl_with_workers,
+    flush_services,
     free_port,
     noop_ceiling,
     serve,
     served,
+    start_workers,
+    stop,
     write_site,
 )
+from benchmarks.measuring.generated_site import access_entry
 from benchmarks.measuring.real_sites import SITES
 
 BROKERS = ("rabbitmq", "redis")
@@ -67,13 +125,35 @@ def main() -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds, taking turns; the median is reported"
     )
-    parser.add_argument("--json", type=Path, default=Path("benchmark.json"))
+    parser.add_argument(
+        "--json", type=Path,
+        help="where the figures go (benchmark.json; with --against benchmark-versus.json)",
+    )  # fmt: skip
     parser.add_argument(
         "--site", choices=["generated", *SITES], default="generated",
         help="the generated site (--pages x --links), or a real one: the Python docs "
         "(heavy pages) or the PostgreSQL docs (light pages)",
     )  # fmt: skip
+    parser.add_argument(
+        "--against", metavar="REV", action="append", default=[],
+        help="whole builds side by side: this tree and this revision (repeatable), such as"
+        " 7e633be, on the generated site",
+    )  # fmt: skip
+    parser.add_argument(
+        "--brokers", default=",".join(BROKERS), help="with --against: comma-separated brokers"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0,
+        help="with --against: seconds a crawl may take before its build is reported failed",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.against:
+        brokers = [broker.strip() for broker in args.brokers.split(",") if broker.strip()]
+        unknown = set(brokers) - set(BROKERS)
+        if unknown or not brokers:
+            parser.error(f"--brokers: {', '.join(sorted(unknown)) or 'none'}; known: {BROKERS}")
+        return versus(args, brokers, args.json or Path("benchmark-versus.json"))
+    args.json = args.json or Path("benchmark.json")
     if args.site in SITES:
         site = SITES[args.site]
         directory = site.directory()
@@ -339,6 +419,418 @@ def table(results: dict[str, Any]) -> str:
         ceiling = results.get(f"noop_{broker}")
         if ceiling:
             lines.append(f"no-op actor on {broker}: {ceiling['messages_per_s']:.0f} messages/s")
+    return "\n".join(lines)
+
+
+# --against: whole builds of the crawler side by side.
+
+#: Where the builds' virtualenvs are kept, one per ``requirements.txt``.
+CACHE = Path.home() / ".cache" / "crawler-benchmarks"
+#: Dramatiq's queues for actors without a ``queue_name``, as the older builds declare them.
+DEFAULT_QUEUES = ("default", "default.DQ", "default.XQ")
+#: Seconds without a new line in the access log, all pages served, that end a run.
+QUIET = 1.0
+#: Lines of a failed build's output shown with it.
+TAIL = 15
+
+
+def versus(args: argparse.Namespace, brokers: list[str], output: Path) -> int:
+    """``--against``: measure the builds, write the figures to ``output`` and print the
+    table; 1 when a build failed on a broker in every round."""
+    revisions = list(dict.fromkeys(args.against))  # each once, in order
+    results = measure_builds(
+        revisions, pages=args.pages, links=args.links, rounds=args.repeat, brokers=brokers,
+        processes=args.processes, threads=args.threads, timeout=args.timeout,
+    )  # fmt: skip
+    output.write_text(json.dumps(results, indent=2))
+    print(builds_table(results))
+    every_measured = all(
+        "seconds" in figures
+        for by_broker in results["results"].values()
+        for figures in by_broker.values()
+    )
+    return 0 if every_measured else 1
+
+
+@dataclass(frozen=True)
+class Build:
+    """One build of the crawler: its tree, and the Python that runs it.
+
+    Parameters:
+      name(str): ``"this"``, or the revision as given.
+      sha(str): Its commit (this tree's HEAD, edits included).
+      root(Path): Its tree: the workers' and seeder's working directory.
+      bin_dir(Path): Where its ``python`` and ``dramatiq`` are.
+    """
+
+    name: str
+    sha: str
+    root: Path
+    bin_dir: Path
+
+    @property
+    def python(self) -> Path:
+        return self.bin_dir / "python"
+
+
+class BuildFailed(Exception):
+    """A build's run that measured nothing: workers dead, seeder failed, or too slow."""
+
+
+def git(*args: str) -> str:
+    """``git args`` in this repository, its output stripped."""
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def slug(name: str) -> str:
+    """``name`` as a file name: a revision such as ``main~3`` as ``main_3``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def clean_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` without what could put another ``crawler`` package before the build's."""
+    return {name: value for name, value in env.items() if name not in ("PYTHONPATH", "PYTHONHOME")}
+
+
+def virtualenv(requirements: Path) -> Path:
+    """A virtualenv with ``requirements`` installed, made the first time, then reused.
+
+    Parameters:
+      requirements(Path): A build's ``requirements.txt``.
+    """
+    key = hashlib.sha256(requirements.read_bytes()).hexdigest()[:12]
+    venv = CACHE / f"venv-{key}"
+    installed = venv / "installed.txt"  # written last: a half-made one is made again
+    if installed.exists():
+        return venv
+    print(f"making {venv} for {requirements.relative_to(requirements.parent.parent)}", flush=True)
+    shutil.rmtree(venv, ignore_errors=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "-r", str(requirements)],
+        check=True,
+    )
+    installed.write_text(requirements.read_text())
+    return venv
+
+
+def check_imports(build: Build) -> str:
+    """Where ``build``'s Python imports ``crawler`` from, in its tree: it must be there."""
+    found = subprocess.run(
+        [str(build.python), "-c", "import crawler; print(crawler.__file__)"],
+        cwd=build.root, env=clean_env(dict(os.environ)), check=True, capture_output=True,
+        text=True,
+    ).stdout.strip()  # fmt: skip
+    if not Path(found).resolve().is_relative_to(build.root.resolve()):
+        raise SystemExit(f"build {build.name} imports crawler from {found}, not its tree")
+    return found
+
+
+@contextmanager
+def builds(revisions: list[str], directory: Path) -> Iterator[list[Build]]:
+    """This tree, and each revision checked out in ``directory`` with its virtualenv;
+    the checkouts removed on exit.
+
+    Parameters:
+      revisions(list): Revisions to check out, as ``git rev-parse`` reads them.
+      directory(Path): Where the checkouts go.
+    """
+    made: list[Path] = []
+    this = Build("this", git("rev-parse", "HEAD"), ROOT, BIN)
+    every = [this]
+    try:
+        for revision in revisions:
+            sha = git("rev-parse", "--verify", f"{revision}^{{commit}}")
+            tree = directory / slug(revision)
+            git("worktree", "add", "--detach", str(tree), sha)
+            made.append(tree)
+            venv = virtualenv(tree / "requirements.txt")
+            every.append(Build(revision, sha, tree, venv / "bin"))
+        yield every
+    finally:
+        for tree in made:
+            subprocess.run(
+                ["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False
+            )
+
+
+def empty_default_queues(env: dict[str, str]) -> None:
+    """Delete Dramatiq's default queues on the benchmark's own RabbitMQ virtual host,
+    which builds from before the crawler's own queue use (``flush_services`` deletes that
+    one)."""
+    assert env.get("CRAWLER_OWN_SERVICES") == "1", "own services first: never the user's"
+    connection = pika.BlockingConnection(pika.URLParameters(env["RABBITMQ_URL"]))
+    try:
+        channel = connection.channel()
+        for queue in DEFAULT_QUEUES:
+            channel.queue_delete(queue)
+    finally:
+        connection.close()
+
+
+def tail(*files: Path) -> str:
+    """The last lines of each of ``files`` that exists."""
+    lines: list[str] = []
+    for file in files:
+        if file.exists():
+            text = file.read_text(errors="replace").splitlines()[-TAIL:]
+            lines += [f"--- {file.name}", *text]
+    return "\n".join(lines)
+
+
+def watch_log(
+    access_log: Path,
+    pages: int,
+    timeout: float,
+    workers: subprocess.Popen[bytes],
+    seeder: subprocess.Popen[bytes],
+) -> tuple[float, int, int]:
+    """Read ``access_log`` as it grows until it shows ``pages`` distinct paths served
+    with 200 and then no new line for :data:`QUIET` seconds.
+
+    Returns the latest ``$msec`` in it, the requests answered 200 and the distinct paths.
+    Raises :class:`BuildFailed` when the workers exit, the seeder fails or ``timeout``
+    seconds pass first.
+    """
+    seen: set[str] = set()
+    fetches, last, pending = 0, 0.0, b""
+    started = grew = time.monotonic()
+    with access_log.open("rb") as log:
+        while True:
+            chunk = log.read()
+            now = time.monotonic()
+            if chunk:
+                grew = now
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    msec, path, status = access_entry(line.decode(errors="replace"))
+                    last = max(last, msec or 0.0)
+                    if status == "200":
+                        fetches += 1
+                        seen.add(path)
+            elif len(seen) >= pages and now - grew >= QUIET:
+                return last, fetches, len(seen)
+            if workers.poll() is not None:
+                raise BuildFailed(f"the workers exited with status {workers.returncode}")
+            if seeder.poll() not in (None, 0):
+                raise BuildFailed(f"the seeder exited with status {seeder.returncode}")
+            if now - started > timeout:
+                raise BuildFailed(
+                    f"timed out after {timeout:g} s: {len(seen)} of {pages} pages served"
+                    f" ({fetches} fetches)"
+                )
+            time.sleep(0.05)
+
+
+def crawl_build(
+    build: Build,
+    broker: str,
+    seed: str,
+    run_dir: Path,
+    access_log: Path,
+    *,
+    pages: int,
+    processes: int,
+    threads: int,
+    timeout: float,
+) -> dict[str, Any]:
+    """One crawl of the site by ``build``'s workers on ``broker``, and its figures.
+
+    Parameters:
+      build(Build): Whose workers and seeder.
+      broker(str): ``"rabbitmq"`` or ``"redis"``.
+      seed(str): The first page's URL.
+      run_dir(Path): A new directory of this run's: the workers' Prometheus files, the
+        workers' and seeder's output (``workers.log``, ``seeder.log``).
+      access_log(Path): The site's access log, emptied here.
+      pages(int): The site's pages: the crawl is over once each was served.
+      processes(int): Worker processes.
+      threads(int): Worker threads in each process.
+      timeout(float): Seconds the pages may take before the build is reported failed.
+    """
+    env = clean_env(broker_env(broker, dramatiq_prom_db=str(run_dir / "prometheus")))
+    (run_dir / "prometheus").mkdir()
+    flush_services(env)
+    if broker == "rabbitmq":
+        empty_default_queues(env)
+    access_log.write_text("")  # nginx appends: this run's requests only
+    with (
+        (run_dir / "workers.log").open("wb") as workers_output,
+        (run_dir / "seeder.log").open("wb") as seeder_output,
+    ):
+        try:
+            workers = start_workers(
+                env, "crawler.example", processes=processes, threads=threads,
+                root=build.root, bin_dir=build.bin_dir, output=workers_output,
+            )  # fmt: skip
+        except RuntimeError as error:
+            raise BuildFailed(str(error)) from error
+        try:
+            meter = CrawlCpu.start(workers.pid, broker)
+            started = time.time()
+            seeder = subprocess.Popen(
+                [str(build.python), "-m", "crawler.example", seed],
+                cwd=build.root, env=env, stdout=seeder_output, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+            try:
+                last, fetches, distinct = watch_log(access_log, pages, timeout, workers, seeder)
+                seeder.wait(timeout=60)
+            except subprocess.TimeoutExpired as error:
+                raise BuildFailed(
+                    "the seeder did not exit within 60 s of the last fetch"
+                ) from error
+            finally:
+                if seeder.poll() is None:
+                    seeder.kill()
+                    seeder.wait()
+            cpu_by_part = meter.by_part()
+        finally:
+            try:
+                stop(workers)
+            except subprocess.TimeoutExpired:
+                workers.kill()
+                workers.wait()
+    if seeder.returncode != 0:
+        raise BuildFailed(f"the seeder exited with status {seeder.returncode}")
+    seconds = last - started
+    return {
+        "seconds": round(seconds, 3),
+        "pages": distinct,
+        "fetches": fetches,
+        "pages_per_s": round(distinct / seconds, 1),
+        "fetches_per_page": round(fetches / distinct, 3),
+        "cpu_ms_per_page": round(1000 * sum(cpu_by_part.values()) / distinct, 3),
+        "cpu_ms_per_page_by_part": {
+            part: round(1000 * cpu / distinct, 3) for part, cpu in cpu_by_part.items()
+        },
+    }
+
+
+def measure_builds(
+    revisions: list[str],
+    *,
+    pages: int,
+    links: int,
+    rounds: int,
+    brokers: list[str],
+    processes: int,
+    threads: int,
+    timeout: float,
+) -> dict[str, Any]:
+    """Every build's rounds on every broker, and their medians, as the JSON holds them.
+
+    Parameters:
+      revisions(list): The revisions to measure besides this tree.
+      pages(int): The site's pages.
+      links(int): Links on each page.
+      rounds(int): Rounds, taking turns.
+      brokers(list): ``"rabbitmq"``, ``"redis"`` or both.
+      processes(int): Worker processes.
+      threads(int): Worker threads in each process.
+      timeout(float): Seconds a crawl may take before its build is reported failed.
+    """
+    upstream = set(git("rev-list", "--max-parents=0", "HEAD").split())
+    results: dict[str, Any] = {
+        "pages": pages, "links": links, "processes": processes, "threads": threads,
+        "rounds": rounds, "brokers": brokers,
+    }  # fmt: skip
+    with tempfile.TemporaryDirectory() as directory:
+        tmp = Path(directory)
+        tmp.chmod(0o755)  # nginx workers read the site as an unprivileged user
+        (tmp / "builds").mkdir()
+        with builds(revisions, tmp / "builds") as every:
+            results["builds"] = {
+                build.name: {
+                    "sha": build.sha,
+                    "python": str(build.python),
+                    "crawler": check_imports(build),
+                    "upstream": build.sha in upstream,
+                }
+                for build in every
+            }
+            port = free_port()
+            base = f"http://127.0.0.1:{port}"
+            (tmp / "site").mkdir()
+            write_site(tmp / "site", base, pages, links)
+            seed = f"{base}/page/0.html"
+            access_log = tmp / "access.log"
+            runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+                build.name: {broker: [] for broker in brokers} for build in every
+            }
+            with serve(tmp / "site", port, access_log=access_log, state=tmp) as server:
+                results["server"] = server
+                for round_ in range(1, rounds + 1):
+                    for broker in brokers:
+                        for number, build in enumerate(every):
+                            run_dir = tmp / f"round-{round_}-{broker}-{number}-{slug(build.name)}"
+                            run_dir.mkdir()
+                            try:
+                                figures = crawl_build(
+                                    build, broker, seed, run_dir, access_log, pages=pages,
+                                    processes=processes, threads=threads, timeout=timeout,
+                                )  # fmt: skip
+                            except BuildFailed as error:
+                                output = tail(run_dir / "workers.log", run_dir / "seeder.log")
+                                figures = {"failed": str(error), "output": output}
+                                print(f"round {round_} {build.name} on {broker}: FAILED: "
+                                      f"{error}\n{output}", flush=True)  # fmt: skip
+                            else:
+                                print(f"round {round_} {build.name} on {broker}: "
+                                      f"{json.dumps(figures)}", flush=True)  # fmt: skip
+                            runs[build.name][broker].append(figures)
+    results["results"] = {
+        name: {broker: builds_summary(rounds_) for broker, rounds_ in by_broker.items()}
+        for name, by_broker in runs.items()
+    }
+    return results
+
+
+def builds_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure over the rounds that measured, with every round."""
+    done = [figures for figures in rounds if "failed" not in figures]
+    result: dict[str, Any] = {"rounds": rounds, "failed": len(rounds) - len(done)}
+    if done:
+        for figure in ("seconds", "pages_per_s", "cpu_ms_per_page", "fetches_per_page"):
+            result[figure] = statistics.median(float(one[figure]) for one in done)
+    return result
+
+
+def builds_table(results: dict[str, Any]) -> str:
+    """The medians of ``results`` (as :func:`measure_builds` returns them), one line a
+    build and broker, with seconds over this tree's and the upstream example's over each."""
+    upstream = next((name for name, build in results["builds"].items() if build["upstream"]), None)
+    lines = [
+        f"site: {results['pages']} pages x {results['links']} links, served by "
+        f"{results['server']}; workers {results['processes']} processes x "
+        f"{results['threads']} threads; median of {results['rounds']} round(s); seconds "
+        "from the seed command to the last fetch",
+        f"{'build':<10} {'broker':<8} {'seconds':>8} {'pages/s':>8} {'CPU ms/page':>11} "
+        f"{'fetches/page':>12} {'/this':>6}" + (f" {'x upstream':>10}" if upstream else ""),
+    ]
+    for broker in results["brokers"]:
+        this = results["results"]["this"][broker].get("seconds")
+        base = results["results"][upstream][broker].get("seconds") if upstream else None
+        for name, by_broker in results["results"].items():
+            figures = by_broker[broker]
+            label = f"{name:<10} {broker:<8}"
+            if "seconds" not in figures:
+                reason = figures["rounds"][-1]["failed"]
+                lines.append(f"{label} FAILED in every round: {reason}")
+                continue
+            seconds = figures["seconds"]
+            line = (
+                f"{label} {seconds:>8.2f} {figures['pages_per_s']:>8.0f} "
+                f"{figures['cpu_ms_per_page']:>11.2f} {figures['fetches_per_page']:>12.2f} "
+                f"{(seconds / this if this else float('nan')):>6.2f}"
+            )
+            if upstream:
+                line += f" {(base / seconds if base else float('nan')):>10.2f}"
+            if figures["failed"]:
+                line += f"  ({figures['failed']} round(s) FAILED)"
+            lines.append(line)
     return "\n".join(lines)
 
 

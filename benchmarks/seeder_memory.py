@@ -64,9 +64,9 @@ def feed(env: dict[str, str], crawl_id: str, records: int) -> None:
     """Send ``records`` final records of the tree to the crawl's seeder, as workers do."""
     os.environ.update(env)
     from crawler.brokers import make_broker
-    from crawler.tracking.record_queue import Sender
+    from crawler.brokers.records import transport
 
-    sender = Sender(make_broker())
+    sender = transport(make_broker()).record_sender()
     try:
         for start in range(0, records, BATCH):
             batch = [

@@ -2,9 +2,28 @@
 
 From Python: :class:`Crawl` runs a crawl in this process, :func:`seed` one for the
 workers (:mod:`crawler.api`); page handlers get a :class:`Page` (:mod:`crawler.handlers`).
+
+The API is imported on first use of one of its names, so that a worker importing
+``crawler.example`` loads the page pipeline only, never the seeder's stack.
 """
 
-from crawler.api import Crawl, CrawlError, WorkersCrawl, seed, status
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from crawler.handlers import Handled, Page
 
+if TYPE_CHECKING:
+    from crawler.api import Crawl, CrawlError, WorkersCrawl, seed, status
+
 __all__ = ["Crawl", "CrawlError", "Handled", "Page", "WorkersCrawl", "seed", "status"]
+
+#: The names :mod:`crawler.api` gives, imported when first asked for.
+_FROM_API = {"Crawl", "CrawlError", "WorkersCrawl", "seed", "status"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_API:
+        return getattr(importlib.import_module("crawler.api"), name)
+    raise AttributeError(f"module 'crawler' has no attribute {name!r}")

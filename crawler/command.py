@@ -84,14 +84,7 @@ def parser() -> argparse.ArgumentParser:
         default="127.0.0.1",
         help="the address to listen on (default 127.0.0.1: this machine only)",
     )
-    for name, text in (
-        ("status", "print a crawl's figures"),
-        ("cancel", "end a crawl: its queued and retrying URLs end as cancelled, unfetched"),
-        ("pause", "pause a crawl: its URLs wait in the broker, unfetched, until resume"),
-        ("resume", "carry on with a paused crawl"),
-        ("dead-letters", "list the URLs a crawl gave up for good ('all': of every crawl)"),
-        ("replay", "send a crawl's dead-lettered URLs again ('all': of every crawl)"),
-    ):
+    for name, text in cli.ACTIONS.items():
         one = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         one.add_argument("crawl_id", metavar="CRAWL_ID")
     return command

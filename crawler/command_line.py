@@ -57,11 +57,22 @@ def add_arguments(parser: argparse.ArgumentParser, *, upstream: bool = True) -> 
             help="upstream's crawl: its regex for links, any site, robots.txt ignored"
             " (each can be turned on again)",
         )
-    on = "" if upstream else " (default; --upstream: off)"
+    _add_scope(group, switch, upstream=upstream)
+    _add_bounds(group)
+    _add_fetching(group, switch, upstream=upstream)
+
+
+def _default_note(upstream: bool) -> str:
+    """What a switch's help adds when ``crawler crawl`` turns it on by default."""
+    return "" if upstream else " (default; --upstream: off)"
+
+
+def _add_scope(group: argparse._ArgumentGroup, switch: dict[str, Any], *, upstream: bool) -> None:
+    """The options that say which links a crawl follows."""
     group.add_argument(
         "--follow-relative",
         **switch,
-        help=f"find links with an HTML tokenizer, relative ones included{on}",
+        help="find links with an HTML tokenizer, relative ones included" + _default_note(upstream),
     )
     group.add_argument(
         "--same-domain", action="store_true", help="stay on the hosts of the seed URLs"
@@ -96,6 +107,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, upstream: bool = True) -> 
         metavar="REGEX",
         help="never follow links REGEX matches (repeatable)",
     )
+
+
+def _add_bounds(group: argparse._ArgumentGroup) -> None:
+    """The options that bound a crawl, and the order of its pages."""
     group.add_argument("--max-depth", type=whole_number, metavar="N", help="seeds are depth 0")
     group.add_argument("--max-pages", type=positive_int, metavar="N", help="fetch N pages at most")
     group.add_argument(
@@ -114,7 +129,17 @@ def add_arguments(parser: argparse.ArgumentParser, *, upstream: bool = True) -> 
         action="store_true",
         help="fetch shallow pages before deeper ones (RabbitMQ message priorities)",
     )
-    group.add_argument("--obey-robots", **switch, help=f"honour robots.txt and its Crawl-delay{on}")
+
+
+def _add_fetching(
+    group: argparse._ArgumentGroup, switch: dict[str, Any], *, upstream: bool
+) -> None:
+    """The options that say how pages are fetched, and what is done with them."""
+    group.add_argument(
+        "--obey-robots",
+        **switch,
+        help="honour robots.txt and its Crawl-delay" + _default_note(upstream),
+    )
     group.add_argument(
         "--max-rate",
         type=rate,

@@ -15,7 +15,7 @@ from typing import Any
 import dramatiq
 import requests
 
-from crawler import cli, messages, records
+from crawler import messages, records
 from crawler.archiving import warc
 from crawler.brokers import QUEUE, SendBack, make_broker
 from crawler.environment import (
@@ -196,6 +196,8 @@ def keeper_of(
 
 
 def main(args: list[str]) -> int:
+    from crawler import cli  # the seeder's command line: not a worker's to load
+
     return cli.main(args, crawl, stores, lifetimes, handlers)
 
 

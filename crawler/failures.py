@@ -15,7 +15,7 @@ from crawler.brokers.returning import BROKER_ERRORS
 from crawler.errors import PermanentError, TransientError, shown
 from crawler.stores.memcached import MemcachedError
 
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 #: Characters of a URL a failure's log line shows at most (a real URL rarely has 2,000).
 SHOWN_IN_LOG = 4096
 P = ParamSpec("P")

@@ -123,10 +123,10 @@ def load(spec: str) -> Handler:
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise ValueError(f"cannot import {module_name!r}: {e}") from e
-    handler = getattr(module, name, None)
+    handler: Handler | None = getattr(module, name, None)
     if not callable(handler):
         raise ValueError(f"{module_name!r} has no function {name!r}")
-    return handler  # type: ignore[no-any-return]
+    return handler
 
 
 class Handlers:
@@ -248,7 +248,7 @@ class _Call:
             self.outcome = outcome
             if self.abandoned:  # its page went on without it: its result is dropped
                 _stuck.count -= 1
-        self.page = None  # type: ignore[assignment]  # an abandoned call keeps no body
+        del self.page  # an abandoned call keeps no body
         self.finished.set()
 
 

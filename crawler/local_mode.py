@@ -26,7 +26,7 @@ from crawler.archiving.warc import WarcFiles
 from crawler.brokers import local
 from crawler.environment import Lifetimes, local_backoffs
 from crawler.frontier import claims, counters
-from crawler.middleware import QuickRetries
+from crawler.middleware import QuickRetries, install
 from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
 from crawler.records import Record, RecordFile
 from crawler.stores import StorePool
@@ -93,6 +93,45 @@ def run(
         saved.on_full = lambda error: full.noted(error.path)
     if warc_files is not None:
         warc_files.on_no_room = full.note
+    keep = _keeper(progress, full, output, on_record)
+    broker = local.serve(actor, saved)
+    install(broker, QuickRetries(*local_backoffs()))
+    keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
+    broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
+    worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
+    worker.start()
+    interrupted = False
+    try:
+        if saved is not None:
+            _begin_run(broker, pool, saved, progress, carry_on=not seeds)
+        _start(pool, seeds, lifetimes)
+        for message in seeds:
+            broker.enqueue(message)
+        interrupted = _wait(broker, actor.queue_name, progress, full, stop)
+    except KeyboardInterrupt:
+        interrupted = True
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the summary
+    except DiskFull:
+        if full.error is None:
+            raise
+    finally:
+        quick = interrupted or full.error is not None
+        worker.stop(timeout=STOP_TIMEOUT_MS if quick else 600_000)
+        _close(full, output, saved, warc_files)
+    if full.error is not None:
+        progress.clear()
+        raise DiskFull(full.error.path)
+    return _say_the_end(progress, saved, interrupted=interrupted)
+
+
+def _keeper(
+    progress: Progress,
+    full: _NoRoom,
+    output: RecordFile | None,
+    on_record: Callable[[Record], None] | None,
+) -> Callable[[Record, Any], None]:
+    """What the books do with each record: counted in ``progress``, written to
+    ``output``, handed to ``on_record`` when final; nothing more once a disk is full."""
 
     def keep(record: Record, message: Any) -> None:
         if full.error is not None:  # stopping: nothing more written
@@ -108,56 +147,53 @@ def run(
         if on_record is not None and record.get("outcome") not in NOT_FINAL:
             on_record(record)
 
-    broker = local.serve(actor, saved)
-    broker.add_middleware(QuickRetries(*local_backoffs()))
-    keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
-    broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
-    worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
-    worker.start()
-    interrupted = False
-    try:
-        if saved is not None:
-            crash_log = saved.watch_crashes()
-            if not seeds:
-                _carry_on(broker, pool, saved, progress, crash_log)
-            else:
-                saved.set_fact("run", {"crash_log": crash_log, "deliveries": {}})
-        _start(pool, seeds, lifetimes)
-        for message in seeds:
-            broker.enqueue(message)
-        while full.error is None:
-            try:
-                broker.join(actor.queue_name, timeout=REFRESH_MS, fail_fast=False)
-                break
-            except QueueJoinTimeout:
-                if full.error is not None:
-                    break
-                progress.show()
-                if stop is not None and stop.is_set():
-                    interrupted = True
-                    break
-    except KeyboardInterrupt:
-        interrupted = True
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the summary
-    except DiskFull:
-        if full.error is None:
-            raise
-    finally:
-        quick = interrupted or full.error is not None
-        worker.stop(timeout=STOP_TIMEOUT_MS if quick else 600_000)
-        if warc_files is not None:
-            warc_files.on_no_room = None
-        if output is not None:
-            try:
-                output.close()
-            except OSError as e:  # what was left to write found no room either
-                if full.error is None or not no_room(e):
-                    raise
-        if saved is not None:
-            saved.close()
-    if full.error is not None:
-        progress.clear()
-        raise DiskFull(full.error.path)
+    return keep
+
+
+def _wait(
+    broker: local.PriorityStubBroker,
+    queue_name: str,
+    progress: Progress,
+    full: _NoRoom,
+    stop: threading.Event | None,
+) -> bool:
+    """Wait until the queue is empty or a disk is full, showing progress meanwhile;
+    True when ``stop`` was set first (the crawl interrupted)."""
+    while full.error is None:
+        try:
+            broker.join(queue_name, timeout=REFRESH_MS, fail_fast=False)
+            return False
+        except QueueJoinTimeout:
+            if full.error is not None:
+                return False
+            progress.show()
+            if stop is not None and stop.is_set():
+                return True
+    return False
+
+
+def _close(
+    full: _NoRoom,
+    output: RecordFile | None,
+    saved: SavedState | None,
+    warc_files: WarcFiles | None,
+) -> None:
+    """Close what the crawl wrote to, once its worker stopped; what was left to write
+    may find no room either when a disk is full already."""
+    if warc_files is not None:
+        warc_files.on_no_room = None
+    if output is not None:
+        try:
+            output.close()
+        except OSError as e:  # what was left to write found no room either
+            if full.error is None or not no_room(e):
+                raise
+    if saved is not None:
+        saved.close()
+
+
+def _say_the_end(progress: Progress, saved: SavedState | None, *, interrupted: bool) -> int:
+    """The summary of the crawl; the exit status."""
     print(progress.summary(interrupted=interrupted), flush=True)
     if interrupted:
         if saved is not None:
@@ -183,6 +219,23 @@ def _start(pool: StorePool, seeds: list[dramatiq.Message[Any]], lifetimes: Lifet
 def _crawl_id(seeds: list[dramatiq.Message[Any]]) -> str | None:
     """The id of the crawl the seeds start (their options name it)."""
     return (seeds[0].kwargs.get("options") or {}).get("crawl_id") if seeds else None
+
+
+def _begin_run(
+    broker: local.PriorityStubBroker,
+    pool: StorePool,
+    saved: SavedState,
+    progress: Progress,
+    *,
+    carry_on: bool,
+) -> None:
+    """``--state``: watch this run for crashes, and ``carry_on`` with the crawl the
+    state file holds (else a new crawl's run begins, nothing in hand)."""
+    crash_log = saved.watch_crashes()
+    if carry_on:
+        _carry_on(broker, pool, saved, progress, crash_log)
+    else:
+        saved.set_fact("run", {"crash_log": crash_log, "deliveries": {}})
 
 
 def _carry_on(

@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 import dramatiq
 import redis
@@ -72,21 +72,7 @@ def run(
     ``--handler`` loaded into ``handlers``; each final record handed to ``on_record``,
     and stopped when ``stop`` is set); the exit status.  Raises :class:`CrawlError`
     for arguments the crawler refuses, before anything is sent."""
-    if not arguments.urls:
-        raise CrawlError("give at least one URL to crawl")
-    for first, second in CONTRADICTIONS:
-        if getattr(arguments, first) and getattr(arguments, second):
-            raise CrawlError(
-                f"--{first.replace('_', '-')} and --{second.replace('_', '-')}: choose one"
-            )
-    if arguments.threads is not None and not arguments.local:
-        raise CrawlError("--threads works with --local only")
-    if arguments.state is not None and not arguments.local:
-        raise CrawlError("--state works with --local only")
-    if arguments.output is not None and not (arguments.wait or arguments.local):
-        raise CrawlError("--output works with --local or --wait")
-    if arguments.dashboard is not None and not (arguments.wait or arguments.local):
-        raise CrawlError("--dashboard works with --local or --wait")
+    _check_arguments(arguments)
     try:
         crawl_options = command_line.from_arguments(
             arguments,
@@ -104,33 +90,64 @@ def run(
             " them in arrival order",
             file=sys.stderr,
         )
-    if (
-        arguments.local
-        and arguments.handler is not None
-        and arguments.handler not in handlers.names
-    ):
+    if not arguments.local:
+        return _seed_for_workers(arguments, crawl, stores, lifetimes, seeds, crawl_options)
+    if arguments.handler is not None and arguments.handler not in handlers.names:
         try:
             handlers.load(arguments.handler)
         except ValueError as e:
             raise CrawlError(f"--handler {arguments.handler}: {e}") from e
-    if arguments.local:
-        try:
-            return _run_locally(
-                arguments, crawl, stores, lifetimes, seeds, crawl_options, on_record, stop
+    try:
+        return _run_locally(
+            arguments, crawl, stores, lifetimes, seeds, crawl_options, on_record, stop
+        )
+    except DiskFull as e:
+        again = (
+            "run the same command to carry on"
+            if arguments.state is not None
+            else "run the crawl again"
+        )
+        print(f"crawler: {e}: free some space, then {again}", file=sys.stderr, flush=True)
+        return 1
+
+
+def _check_arguments(arguments: argparse.Namespace) -> None:
+    """Raise :class:`CrawlError` for no URL, or for options that do not go together."""
+    if not arguments.urls:
+        raise CrawlError("give at least one URL to crawl")
+    for first, second in CONTRADICTIONS:
+        if getattr(arguments, first) and getattr(arguments, second):
+            raise CrawlError(
+                f"--{first.replace('_', '-')} and --{second.replace('_', '-')}: choose one"
             )
-        except DiskFull as e:
-            again = (
-                "run the same command to carry on"
-                if arguments.state is not None
-                else "run the crawl again"
-            )
-            print(f"crawler: {e}: free some space, then {again}", file=sys.stderr, flush=True)
-            return 1
-    output = open_output(arguments.output)
-    # With records on standard output (-o -), what the command says goes to stderr.
-    said = (
+    if arguments.threads is not None and not arguments.local:
+        raise CrawlError("--threads works with --local only")
+    if arguments.state is not None and not arguments.local:
+        raise CrawlError("--state works with --local only")
+    if arguments.output is not None and not (arguments.wait or arguments.local):
+        raise CrawlError("--output works with --local or --wait")
+    if arguments.dashboard is not None and not (arguments.wait or arguments.local):
+        raise CrawlError("--dashboard works with --local or --wait")
+
+
+def _said(arguments: argparse.Namespace) -> TextIO:
+    """Where what the command says goes: with records on standard output (-o -), stderr."""
+    return (
         sys.stderr if arguments.output is not None and str(arguments.output) == "-" else sys.stdout
     )
+
+
+def _seed_for_workers(
+    arguments: argparse.Namespace,
+    crawl: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    lifetimes: Lifetimes,
+    seeds: list[dramatiq.Message[Any]],
+    crawl_options: CrawlOptions,
+) -> int:
+    """Seed the crawl for workers, and with ``--wait`` follow it to its end."""
+    output = open_output(arguments.output)
+    said = _said(arguments)
     with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
         if arguments.dashboard is not None:
             dashboard.callback(show_dashboard(stores, crawl, arguments.dashboard, crawl_options))
@@ -169,10 +186,7 @@ def _run_locally(
         if saved is not None:
             saved.close()
         raise
-    # With records on standard output (-o -), what the command says goes to stderr.
-    said = (
-        sys.stderr if arguments.output is not None and str(arguments.output) == "-" else sys.stdout
-    )
+    said = _said(arguments)
     with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
         # --local: claims, counters and rate limits in this process, not in Memcached;
         # WARC files in the directory the command line named (the one its messages name).

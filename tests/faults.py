@@ -95,7 +95,8 @@ def endless_body(sent: list[int], *, announce: int | None = None) -> Behavior:
 
 @cache
 def gzip_bomb_body() -> bytes:
-    """100 MiB of HTML once decompressed, about 100 KiB on the wire."""
+    """100 MiB of HTML once decompressed, about 100 KiB on the wire; compressed once,
+    and taking most of a second: call it before a crawl fetches it."""
     return gzip.compress(b"<p>" + b"\0" * (100 * 1024 * 1024), compresslevel=9)
 
 

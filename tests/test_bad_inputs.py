@@ -118,7 +118,7 @@ def test_dropped_links_make_one_warning_line_per_page_and_count_in_the_metric(
     )
     before = dropped_total()
 
-    with caplog.at_level(logging.WARNING, logger="example"):
+    with caplog.at_level(logging.WARNING, logger="crawler.frontier.scope"):
         count = scope.report_dropped("http://site/page", dropped)
         none = scope.report_dropped("http://site/other", [])
 
@@ -135,7 +135,7 @@ def test_a_warning_names_the_first_few_dropped_links_and_counts_the_rest(
 ) -> None:
     dropped = [scope.Dropped(f"http://[::{i}", "Invalid IPv6 URL") for i in range(8)]
 
-    with caplog.at_level(logging.WARNING, logger="example"):
+    with caplog.at_level(logging.WARNING, logger="crawler.frontier.scope"):
         scope.report_dropped("http://site/", dropped)
 
     (message,) = caplog.messages
@@ -413,7 +413,7 @@ def test_an_unreachable_robots_txt_is_remembered_briefly_with_one_warning(
     site.behaviors["/robots.txt"] = faults.status(503)
     client = MemoryClient()
 
-    with caplog.at_level(logging.INFO, logger="example"):
+    with caplog.at_level(logging.INFO, logger="crawler.frontier.politeness"):
         for path in ("/page", "/other"):  # the second page asks the store, not the site
             with pytest.raises(TransientError, match="HTTP 503 Service Unavailable"):
                 politeness.robots_for(
@@ -452,7 +452,7 @@ def test_robots_txt_is_followed_through_five_redirects_and_no_more(
 def test_a_missing_robots_txt_allows_every_page_without_a_warning(
     site: SiteServer, session: requests.Session, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="example"):
+    with caplog.at_level(logging.WARNING, logger="crawler.frontier.politeness"):
         robots = politeness.robots_for(
             MemoryClient(), session, site.url("/page"), "test-agent", limits=Limits()
         )

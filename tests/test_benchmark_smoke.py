@@ -138,13 +138,13 @@ def test_docs_smoke_run_fetches_wget_s_pages_of_a_real_site_on_each_broker_and_l
     assert "/wget" in result.stdout
 
 
-def test_versus_smoke_run_measures_this_tree_against_a_revision_in_a_worktree(
+def test_run_against_smoke_run_measures_this_tree_against_a_revision_in_a_worktree(
     tmp_path: Path, memcached: object
 ) -> None:
     # HEAD in a worktree of its own, run by a virtualenv of its requirements.txt.
     result, figures = run_benchmark(
-        "versus.py", tmp_path / "versus.json", "--against", "HEAD", "--pages", "100",
-        "--links", "5", "--rounds", "1", "--brokers", "redis", timeout=900,
+        "run.py", tmp_path / "versus.json", "--against", "HEAD", "--pages", "100",
+        "--links", "5", "--repeat", "1", "--brokers", "redis", timeout=900,
     )  # fmt: skip
     for build in ("this", "HEAD"):
         run = figures["results"][build]["redis"]
@@ -153,11 +153,11 @@ def test_versus_smoke_run_measures_this_tree_against_a_revision_in_a_worktree(
     assert "HEAD" in result.stdout and "/this" in result.stdout
 
 
-def test_python_floor_smoke_run_crawls_the_postgresql_docs_bare_as_wget_does(
+def test_floor_python_smoke_run_crawls_the_postgresql_docs_bare_as_wget_does(
     tmp_path: Path,
 ) -> None:
     result, figures = run_benchmark(
-        "python_floor.py", tmp_path / "floor.json", "--requests", "50", timeout=300
+        "floor.py", tmp_path / "floor.json", "--python", "--requests", "50", timeout=300
     )
     for threads in ("1", "16"):
         assert figures["bare"][threads]["pages"] == figures["wget"]["pages"] > 1000

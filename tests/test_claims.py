@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import dramatiq
@@ -346,7 +347,7 @@ class FailingToStore:
     def add(self, key: str, value: Any, time: float = 0) -> bool:
         return False
 
-    def add_multi(self, mapping: dict[str, Any], time: float = 0) -> list[str]:
+    def add_multi(self, mapping: Mapping[str, Any], time: float = 0) -> list[str]:
         return list(mapping)
 
 

@@ -58,6 +58,7 @@ def build_site(crawl: Crawl) -> list[str]:
     behaviors["/announced.html"] = faults.endless_body(
         crawl.announced_sent, announce=50 * 1024 * 1024
     )
+    faults.gzip_bomb_body()  # compressed before the crawl, not while a fetch waits
     behaviors["/bomb.html"] = faults.gzip_bomb
     behaviors["/loop-a.html"] = faults.redirect(url("/loop-b.html"))
     behaviors["/loop-b.html"] = faults.redirect(url("/loop-a.html"))

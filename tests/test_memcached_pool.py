@@ -130,7 +130,7 @@ def test_every_call_goes_on_when_a_server_refuses_it(own_memcached: MemcachedPro
         assert client.add_multi(dict.fromkeys(keys, b"1"), time=60) == []
     for call in (
         lambda c: c.get_multi(keys),
-        lambda c: c.incr_and_append({"counter": 1}, {"item": b"x"}),
+        lambda c: c.incr_and_append(dict.fromkeys(keys, 1), dict.fromkeys(keys, b"x")),
         lambda c: [c.add(key, b"2", time=60) for key in keys],
         lambda c: c.touch_multi(keys, 60),
     ):

@@ -9,7 +9,7 @@ from dramatiq.middleware.prometheus import Prometheus
 
 from crawler.brokers.returning import BROKER_ERRORS
 from crawler.environment import number, publish_confirms, rabbitmq_url, redis_url, uses_redis
-from crawler.middleware import SendBack, TimeLimitOver
+from crawler.middleware import SendBack, TimeLimitOver, install
 
 __all__ = ["BROKER_ERRORS", "QUEUE", "SendBack", "make_broker"]
 
@@ -49,8 +49,7 @@ def make_broker(send_back: SendBack | None = None) -> dramatiq.Broker:
         broker = ReturningRabbitmqBroker(
             send_back=send_back, url=rabbitmq_url(), confirm_delivery=publish_confirms()
         )
-    broker.add_middleware(CurrentMessage())
-    broker.add_middleware(Prometheus())  # serves /metrics on port 9191 from `dramatiq` workers
     time_limit = next(m for m in broker.middleware if isinstance(m, TimeLimit))
-    broker.add_middleware(TimeLimitOver(time_limit))  # last: its after-hook runs first
+    # Prometheus serves /metrics on port 9191 from `dramatiq` workers.
+    install(broker, CurrentMessage(), Prometheus(), TimeLimitOver(time_limit))
     return broker

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import pika
@@ -12,10 +15,14 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.common import dq_name
 from dramatiq.errors import ConnectionClosed
 
+from crawler.brokers.records import BATCH, READER_GONE_MS, gather, name, records_of
 from crawler.brokers.returning import PUBLISH_ATTEMPTS, ReturningConsumer, middleware
 from crawler.middleware import SendBack
 
-logger = logging.getLogger("example")
+if TYPE_CHECKING:
+    from crawler.records import Record
+
+logger = logging.getLogger(__name__)
 
 #: The queues' ``x-max-priority``: ``--breadth-first`` messages go by depth, seeds
 #: first (:func:`crawler.frontier.scope.priority`); messages without one come last.
@@ -96,6 +103,61 @@ class ReturningRabbitmqBroker(RabbitmqBroker):
             channel.tx_select()
         return channel
 
+    def record_sender(self) -> ConfirmedRecordSender:
+        return ConfirmedRecordSender(self.parameters)
+
+    def declare_records(self, crawl_id: str) -> None:
+        self.channel.queue_declare(
+            name(crawl_id), durable=True, arguments={"x-expires": READER_GONE_MS}
+        )
+
+    def read_records(self, crawl_id: str, timeout: float) -> Generator[Record, None, None]:
+        """The crawl's records for up to ``timeout`` seconds, or fewer once none is
+        waiting.  A caller that stops early has the messages it read acknowledged and
+        the rest back in the queue (a message of several records read in part too).
+
+        Acknowledged in batches (:data:`BATCH`): one round trip per batch, not per
+        record; once none is left, the next ones are left to gather for a moment.
+        """
+        deadline = time.monotonic() + timeout
+        channel = self.channel
+        unacknowledged = None
+
+        def acknowledge_and_cancel() -> None:
+            if unacknowledged is not None:
+                channel.basic_ack(unacknowledged, multiple=True)
+            channel.cancel()
+
+        try:
+            for method, _properties, body in channel.consume(
+                name(crawl_id), inactivity_timeout=timeout, auto_ack=False
+            ):
+                if method is None:
+                    break
+                records = records_of(body)
+                yield from records[:-1]
+                # Acknowledged once its last record is read: a message read in part
+                # comes back (the seeder skips the records it saw).
+                unacknowledged = method.delivery_tag
+                yield from records[-1:]
+                if unacknowledged % BATCH == 0:
+                    channel.basic_ack(unacknowledged, multiple=True)
+                    unacknowledged = None
+                if time.monotonic() >= deadline:
+                    break
+                if not channel.get_waiting_message_count():
+                    gather(deadline)
+        except GeneratorExit:  # the caller read all it needed; Ctrl-C and errors pass untouched
+            acknowledge_and_cancel()
+            raise
+        acknowledge_and_cancel()
+
+    def reconnect_reader(self) -> None:
+        del self.connection
+
+    def delete_records(self, crawl_id: str) -> None:
+        self.channel.queue_delete(name(crawl_id))
+
     def _declare_queue(self, queue_name: str) -> Any:
         try:
             return super()._declare_queue(queue_name)  # type: ignore[no-untyped-call]
@@ -123,3 +185,48 @@ class ReturningRabbitmqBroker(RabbitmqBroker):
                 name,
             )
         return self.channel.queue_declare(queue=name, durable=True, passive=True)
+
+
+class ConfirmedRecordSender:
+    """A worker's records to the crawl's queue, through a channel of the records' own in
+    confirm mode, so that a record counts as sent only once RabbitMQ holds it.  Without
+    the confirm, a record written to a connection that RabbitMQ drops (a restart) is
+    lost while its message is marked done: the message's redelivery then ends as a
+    duplicate and the page is missing from ``--output``.  Not thread-safe.
+
+    Parameters:
+      parameters(pika.ConnectionParameters): The broker's connection parameters.
+    """
+
+    def __init__(self, parameters: Any) -> None:
+        self.parameters = parameters
+        self._connection: pika.BlockingConnection | None = None
+        self._channel: Any = None
+
+    def send(self, crawl_id: str, body: bytes) -> None:
+        """Send ``body`` to the crawl's seeder; raise a broker error if it cannot be sent."""
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+            try:
+                if self._channel is None:
+                    self._connection = pika.BlockingConnection(self.parameters)
+                    self._channel = self._connection.channel()
+                    self._channel.confirm_delivery()
+                # Not mandatory: once the seeder is gone (its queue with it), RabbitMQ
+                # confirms and drops the record, as the seeder wants.
+                self._channel.basic_publish(
+                    exchange="",
+                    routing_key=name(crawl_id),
+                    body=body,
+                    properties=pika.BasicProperties(delivery_mode=2),
+                )
+                return
+            except (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
+                self.close()  # the next attempt opens a fresh connection and channel
+                if attempt == PUBLISH_ATTEMPTS:
+                    raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        connection, self._connection, self._channel = self._connection, None, None
+        if connection is not None and connection.is_open:
+            with contextlib.suppress(pika.exceptions.AMQPError):
+                connection.close()

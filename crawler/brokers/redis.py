@@ -2,15 +2,50 @@
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
+from crawler.brokers.records import BATCH, READER_GONE_MS, gather, name, records_of
 from crawler.brokers.returning import ReturningConsumer, middleware
 from crawler.middleware import SendBack
+
+if TYPE_CHECKING:
+    from crawler.records import Record
+
+#: Move up to ARGV[1] records from the crawl's list to its list of records taken (kept as
+#: long as the records), and return them.
+TAKE_RECORDS = """
+local taken = redis.call('lrange', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #taken > 0 then
+    redis.call('ltrim', KEYS[1], #taken, -1)
+    redis.call('rpush', KEYS[2], unpack(taken))
+    redis.call('pexpire', KEYS[2], ARGV[2])
+end
+return taken
+"""
+
+#: Push a record only while a seeder is there to read it (its presence key lives).
+PUSH_RECORD_IF_READ = """
+if redis.call('exists', KEYS[1]) == 1 then
+    redis.call('rpush', KEYS[2], ARGV[1])
+    redis.call('pexpire', KEYS[2], ARGV[2])
+end
+"""
+
+
+def reader_key(crawl_id: str) -> str:
+    """The waiting seeder's presence: workers push its records only while it lives."""
+    return f"crawler.reader.{crawl_id}"
+
+
+def taken_key(crawl_id: str) -> str:
+    """The records the seeder took and has not yet seen through."""
+    return f"crawler.records.{crawl_id}.taken"
 
 
 class PromptRedisBroker(RedisBroker):
@@ -58,3 +93,67 @@ class PromptRedisBroker(RedisBroker):
                 raise
 
         return dispatch_or_renew
+
+    def record_sender(self) -> PushedRecordSender:
+        return PushedRecordSender(self)
+
+    def declare_records(self, crawl_id: str) -> None:
+        self.client.set(reader_key(crawl_id), 1, px=READER_GONE_MS)
+
+    def read_records(self, crawl_id: str, timeout: float) -> Generator[Record, None, None]:
+        """The crawl's records for up to ``timeout`` seconds, or fewer once none is
+        waiting: moved, not popped, to the crawl's list of records taken, and dropped
+        from there once the caller saw them, so that a reply Redis applied and never
+        delivered (it stopped right then) is not a record lost: the next read gives the
+        records still taken first (the seeder skips what it saw).  So does a read the
+        caller stopped early.
+
+        Taken in batches (:data:`BATCH`): one round trip per batch, not per record;
+        once none is left, the next ones are left to gather for a moment.
+        """
+        deadline = time.monotonic() + timeout
+        client: Any = self.client
+        take = client.register_script(TAKE_RECORDS)
+        queue, taken = name(crawl_id), taken_key(crawl_id)
+        bodies = client.lrange(taken, 0, -1)
+        while True:
+            for body in bodies:
+                yield from records_of(body)
+            if bodies:
+                client.delete(taken)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if 0 < len(bodies) < BATCH:
+                gather(deadline)
+            bodies = take(keys=[queue, taken], args=[BATCH, READER_GONE_MS])
+            if not bodies:
+                first = client.blmove(queue, taken, max(remaining, 0.01), "LEFT", "RIGHT")
+                if first is None:
+                    return
+                bodies = [first, *take(keys=[queue, taken], args=[BATCH - 1, READER_GONE_MS])]
+
+    def reconnect_reader(self) -> None:
+        """Nothing to drop: the client's next command opens a new connection."""
+
+    def delete_records(self, crawl_id: str) -> None:
+        self.client.delete(reader_key(crawl_id), name(crawl_id), taken_key(crawl_id))
+
+
+class PushedRecordSender:
+    """A worker's records pushed to the crawl's list, only while its seeder is there.
+
+    Parameters:
+      broker(PromptRedisBroker): The crawl's broker, whose client pushes.
+    """
+
+    def __init__(self, broker: PromptRedisBroker) -> None:
+        self.broker = broker
+
+    def send(self, crawl_id: str, body: bytes) -> None:
+        """Send ``body`` to the crawl's seeder; raise a broker error if it cannot be sent."""
+        push = self.broker.client.register_script(PUSH_RECORD_IF_READ)  # EVALSHA: sent once
+        push(keys=[reader_key(crawl_id), name(crawl_id)], args=[body, READER_GONE_MS])
+
+    def close(self) -> None:
+        """Nothing to close: the broker's client is the broker's."""

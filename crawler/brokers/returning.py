@@ -15,7 +15,7 @@ from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import BrokerConnectionError, ConnectionClosed
 from dramatiq.middleware import Middleware, Retries
 
-from crawler.middleware import ReliableRetries, SendBack
+from crawler.middleware import ReliableRetries, SendBack, ordered
 
 #: What a broker raises when it cannot take a message right now.
 BROKER_ERRORS: tuple[type[BaseException], ...] = (
@@ -31,11 +31,12 @@ PUBLISH_ATTEMPTS = 2
 
 
 def middleware(send_back: SendBack) -> list[Middleware]:
-    """Dramatiq's default middleware, with :class:`ReliableRetries` for ``Retries``."""
+    """Dramatiq's default middleware, with :class:`ReliableRetries` for ``Retries``, in
+    :data:`crawler.middleware.ORDER`."""
     from dramatiq.middleware import default_middleware
 
     stack: list[Middleware] = [m() for m in default_middleware if m is not Retries]
-    return [*stack, send_back, ReliableRetries(send_back)]
+    return ordered([*stack, send_back, ReliableRetries(send_back)])
 
 
 class ReturningConsumer(Consumer):

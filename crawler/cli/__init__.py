@@ -28,28 +28,8 @@ def parser() -> argparse.ArgumentParser:
     )
     add_seeding(parser, upstream=True)
     watching = parser.add_argument_group("following a crawl of workers")
-    watching.add_argument("--status", metavar="CRAWL_ID", help="print a crawl's figures")
-    watching.add_argument(
-        "--cancel",
-        metavar="CRAWL_ID",
-        help="end the crawl: its queued and retrying URLs end as cancelled, without a fetch",
-    )
-    watching.add_argument(
-        "--pause",
-        metavar="CRAWL_ID",
-        help="pause the crawl: its URLs wait in the broker, unfetched, until --resume",
-    )
-    watching.add_argument("--resume", metavar="CRAWL_ID", help="carry on with a paused crawl")
-    watching.add_argument(
-        "--dead-letters",
-        metavar="CRAWL_ID",
-        help="list the URLs of the crawl given up for good ('all': of every crawl)",
-    )
-    watching.add_argument(
-        "--replay",
-        metavar="CRAWL_ID",
-        help="send the crawl's dead-lettered URLs again, with fresh retries ('all': every crawl)",
-    )
+    for action, text in ACTIONS.items():
+        watching.add_argument(f"--{action}", metavar="CRAWL_ID", help=text)
     return parser
 
 
@@ -87,9 +67,17 @@ def seed(
         command.error(str(e))
 
 
-#: What can be done to a crawl of workers, given its id: ``--status ID`` and the like
-#: here, ``crawler status ID`` and the like in :mod:`crawler.command`.
-ACTIONS = ("status", "cancel", "pause", "resume", "replay", "dead-letters")
+#: What can be done to a crawl of workers, given its id, and what each does: the one
+#: definition of ``--status ID`` and the like here, and of ``crawler status ID`` and the
+#: like in :mod:`crawler.command`.
+ACTIONS = {
+    "status": "print a crawl's figures",
+    "cancel": "end a crawl: its queued and retrying URLs end as cancelled, unfetched",
+    "pause": "pause a crawl: its URLs wait in the broker, unfetched, until resumed",
+    "resume": "carry on with a paused crawl",
+    "dead-letters": "list the URLs a crawl gave up for good ('all': of every crawl)",
+    "replay": "send a crawl's dead-lettered URLs again, with fresh retries ('all': every crawl)",
+}
 
 
 def about_crawl(

@@ -32,6 +32,7 @@ from crawler.outcomes import (
     fetched,
 )
 from crawler.stores import STORE_ERRORS, StorePool
+from crawler.stores.client import StoreClient
 from crawler.tracking import figures
 
 #: The outcomes the dashboard shows, in its bar's order.
@@ -228,7 +229,7 @@ def _summary(counted: dict[str, int]) -> dict[str, Any]:
 
 
 def _slots(
-    client: Any, crawl_id: str, about: dict[str, Any], hosts: list[dict[str, Any]]
+    client: StoreClient, crawl_id: str, about: dict[str, Any], hosts: list[dict[str, Any]]
 ) -> dict[str, int]:
     """Fetches in flight per host, for a crawl with ``--max-per-host`` (its slots taken)."""
     places = (about.get("options") or {}).get("max_per_host")

@@ -39,7 +39,7 @@ from crawler.errors import PermanentError, TransientError, shown
 from crawler.fetching import network_guard
 from crawler.links.canonical import canonical_url
 
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 #: Upstream's (connect, read) timeouts, in seconds.
 TIMEOUT = (3.05, 5)
 CHUNK = 64 * 1024

@@ -38,8 +38,9 @@ from crawler.errors import PermanentError, TransientError
 from crawler.frontier import counters, journal, politeness
 from crawler.frontier.digests import owner_token, short_id, url_digest
 from crawler.options import CrawlOptions
+from crawler.stores.client import StoreClient
 
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 #: How long a claim of a bare ``crawl(url)`` message lasts, in seconds; as upstream, the
 #: URL may be crawled again after it.
 CLAIM_TTL = 3600
@@ -91,7 +92,7 @@ OWNED, TAKEN, CANCELLED, PAUSED = "owned", "taken", "cancelled", "paused"
 
 
 def claim(
-    client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
+    client: StoreClient, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
 ) -> str:
     """Whether the message ``message_id`` owns ``url`` (now or from before); for a
     crawl's message, whether the crawl was cancelled or is paused, read in the same
@@ -128,7 +129,7 @@ def claim(
     return OWNED if stored in (owner, GIVEN_UP + owner) else TAKEN
 
 
-def _holder(client: Any, key: str) -> Any:
+def _holder(client: StoreClient, key: str) -> Any:
     """Who holds ``key`` after an ``add`` of it failed: another message, or nobody when
     Memcached failed to store it (pylibmc's ``add`` said False for both), then the
     attempt is retried rather than the URL skipped."""
@@ -146,7 +147,7 @@ FIRST, REPEAT, UNKNOWN = "first", "repeat", "unknown"
 
 
 def finish(
-    client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
+    client: StoreClient, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
 ) -> str:
     """Mark ``url`` done by ``message_id``, from the claim that message holds, atomically:
     of two copies of one message ending at once, one finds it marked already."""
@@ -175,7 +176,7 @@ GIVEN_UP = b"f"
 
 
 def give_up(
-    client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
+    client: StoreClient, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
 ) -> None:
     """Mark ``url`` given up by ``message_id``: its ending is counted through its own
     ``ended`` mark; a copy of the message (or ``--replay``) may still try it."""
@@ -184,13 +185,15 @@ def give_up(
 
 
 def reopen(
-    client: Any, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
+    client: StoreClient, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
 ) -> None:
     """``--replay``: the URL is ``message_id``'s again, to be finished and counted anew."""
     client.set(url_hash(url, crawl_id), owner_token(message_id), time=ttl(crawl_id, lifetimes))
 
 
-def ending_of_duplicate(client: Any, url: str, message_id: str, crawl_id: str | None) -> str:
+def ending_of_duplicate(
+    client: StoreClient, url: str, message_id: str, crawl_id: str | None
+) -> str:
     """A message skipped as a duplicate: a repeat when it was itself the one that
     finished the URL (it was delivered again), else not known from the claim."""
     finished_by_it = client.get(url_hash(url, crawl_id)) == DONE + owner_token(message_id)
@@ -198,7 +201,7 @@ def ending_of_duplicate(client: Any, url: str, message_id: str, crawl_id: str | 
 
 
 def bound_deliveries(
-    client: Any,
+    client: StoreClient,
     message: dramatiq.Message[Any],
     max_deliveries: int,
     lifetimes: Lifetimes,
@@ -233,7 +236,7 @@ def bound_deliveries(
 
 
 def may_have_unsent_links(
-    client: Any, message: dramatiq.Message[Any], url: str, crawl_id: str | None
+    client: StoreClient, message: dramatiq.Message[Any], url: str, crawl_id: str | None
 ) -> bool:
     """Whether an earlier delivery of ``message``, whose ``url`` is taken, may have
     claimed links it never sent (it failed, or its worker died, between claiming them
@@ -256,7 +259,7 @@ def may_have_unsent_links(
 
 
 def claim_message(
-    client: Any,
+    client: StoreClient,
     message: dramatiq.Message[Any],
     url: str,
     crawl_id: str | None,
@@ -278,7 +281,7 @@ def _deliveries_key(message: dramatiq.Message[Any]) -> str:
     return f"d:{short_id(message.message_id)}:{attempt[0]}:{attempt[1]}:{attempt[2]}"
 
 
-def attempt_ended(client: Any, message: dramatiq.Message[Any]) -> None:
+def attempt_ended(client: StoreClient, message: dramatiq.Message[Any]) -> None:
     """Drop the delivery count of an attempt that ended (none was kept for a RabbitMQ
     message delivered once)."""
     if getattr(message, "redelivered", None) is not False:
@@ -304,7 +307,7 @@ def put_back_paused(broker: dramatiq.Broker, message: dramatiq.Message[Any], lon
 
 
 def take(
-    client: Any,
+    client: StoreClient,
     message: dramatiq.Message[Any],
     url: str,
     sitemap: int,
@@ -363,7 +366,7 @@ class Links:
 
     def send(
         self,
-        client: Any,
+        client: StoreClient,
         urls: Iterable[str],
         kwargs: dict[str, Any],
         *,
@@ -391,7 +394,7 @@ def child_message_id(parent_id: str, url: str) -> str:
 
 
 def send_claimed(
-    client: Any,
+    client: StoreClient,
     actor: dramatiq.Actor[Any, Any],
     parent_id: str,
     urls: Iterable[str],
@@ -413,29 +416,92 @@ def send_claimed(
     counters before anything is sent.
     """
     names = {claim_name(url, sitemaps): url for url in urls}  # what each message claims
-    urls = list(names)
-    digests = {url: url_digest(url, crawl_id) for url in urls} if crawl_id is not None else {}
-    keys = {(_key(digests[url]) if crawl_id is not None else url_hash(url)): url for url in urls}
+    digests, keys = _claim_keys(list(names), crawl_id)
     if not keys:
         return []
+    links = _look_up(client, keys, digests, crawl_id)
+    children = _child_ids(parent_id, links, first_delivery)
+    to_send = _claim_new(client, links, children, crawl_id, lifetimes)
+    if not first_delivery:
+        to_send |= _claimed_before(client, links, children, crawl_id, lifetimes)
+    messages = _messages(actor, names, keys, children, to_send, kwargs, priority)
+    enqueue_all(actor.broker, messages)
+    return [message.message_id for message in messages]
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What the store holds of a page's links, as :func:`send_claimed` reads it.
+
+    Parameters:
+      keys(dict[str, str]): Each link's claim key, and what its message claims.
+      digests(dict[str, bytes]): What each message claims, and its digest in the crawl
+        (empty for a bare ``crawl(url)``).
+      stored(dict[str, Any]): The claims there already, and the journal's layout keys.
+      now(journal.Layout | None): The crawl's journal layout (None: a bare message).
+      missing(list[str]): The keys of the links not claimed, in the order of ``keys``.
+      recorded(dict[bytes, bytes]): The journal's owner of each missing link it holds.
+    """
+
+    keys: dict[str, str]
+    digests: dict[str, bytes]
+    stored: dict[str, Any]
+    now: journal.Layout | None
+    missing: list[str]
+    recorded: dict[bytes, bytes]
+
+
+def _claim_keys(names: list[str], crawl_id: str | None) -> tuple[dict[str, bytes], dict[str, str]]:
+    """The digest of each of ``names`` in the crawl (none for a bare message), and the
+    claim key of each, with the name it stands for."""
+    digests = {url: url_digest(url, crawl_id) for url in names} if crawl_id is not None else {}
+    keys = {(_key(digests[url]) if crawl_id is not None else url_hash(url)): url for url in names}
+    return digests, keys
+
+
+def _look_up(
+    client: StoreClient, keys: dict[str, str], digests: dict[str, bytes], crawl_id: str | None
+) -> _Found:
+    """The links' claims (one ``get_multi``) and, for those not claimed, what the
+    crawl's journal holds."""
     # The journal's layout comes in the same round trip, for the links not claimed yet.
     state = journal.state_keys(crawl_id) if crawl_id is not None else []
     stored = client.get_multi([*keys, *state])
     now = journal.layout(crawl_id, stored) if crawl_id is not None else None
     missing = [key for key in keys if key not in stored]
-    # Message ids only for the links this message may send: most are claimed already.
-    children = {key: child_message_id(parent_id, keys[key]) for key in missing}
-    if not first_delivery:
-        children.update(
-            (key, child_message_id(parent_id, url)) for key, url in keys.items() if key in stored
-        )
     recorded: dict[bytes, bytes] = {}
     if crawl_id is not None and missing:
         recorded = journal.owners(client, crawl_id, (digests[keys[key]] for key in missing), now)
+    return _Found(keys, digests, stored, now, missing, recorded)
+
+
+def _child_ids(parent_id: str, links: _Found, first_delivery: bool) -> dict[str, str]:
+    """The message id of each link the message may send, by claim key: those not
+    claimed; on a later delivery, those claimed too (maybe by this very message)."""
+    # Message ids only for the links this message may send: most are claimed already.
+    children = {key: child_message_id(parent_id, links.keys[key]) for key in links.missing}
+    if not first_delivery:
+        children.update(
+            (key, child_message_id(parent_id, url))
+            for key, url in links.keys.items()
+            if key in links.stored
+        )
+    return children
+
+
+def _claim_new(
+    client: StoreClient,
+    links: _Found,
+    children: dict[str, str],
+    crawl_id: str | None,
+    lifetimes: Lifetimes,
+) -> set[str]:
+    """Claim the links nobody holds, in the store or the crawl's journal (one
+    ``add_multi``), then journal and count those claimed: their keys, to send."""
     fresh = {
         key: owner_token(children[key])
-        for key in missing
-        if crawl_id is None or digests[keys[key]] not in recorded
+        for key in links.missing
+        if crawl_id is None or links.digests[links.keys[key]] not in links.recorded
     }
     taken = set(client.add_multi(fresh, time=ttl(crawl_id, lifetimes))) if fresh else set()
     if taken:
@@ -446,27 +512,52 @@ def send_claimed(
         if unstored:
             raise TransientError(f"Memcached did not store {len(unstored)} claim(s) of links")
     to_send = {key for key in fresh if key not in taken}
-    if crawl_id is not None and now is not None:
-        entries = {digests[keys[key]]: fresh[key] for key in to_send}
-        journal_and_count(client, crawl_id, now, entries, lifetimes.grace)
-    if not first_delivery:
-        # Links this very message claimed on an earlier, interrupted try: send them
-        # again, whether their claim still stands or only the journal remembers it.
-        # The earlier try may have stopped before journaling them: journal those whose
-        # claim stands again (an entry twice is harmless: the first one counts).
-        unjournaled = {}
-        for key in keys:
-            mine = owner_token(children[key])
-            if stored.get(key) == mine:
-                to_send.add(key)
-                unjournaled[key] = mine
-            elif key in missing and recorded.get(digests.get(keys[key], b"")) == mine:
-                to_send.add(key)
-        if crawl_id is not None and now is not None and unjournaled:
-            entries = {digests[keys[key]]: mine for key, mine in unjournaled.items()}
-            journal.record(client, crawl_id, now, entries, lifetimes.grace)
+    if crawl_id is not None and links.now is not None:
+        entries = {links.digests[links.keys[key]]: fresh[key] for key in to_send}
+        journal_and_count(client, crawl_id, links.now, entries, lifetimes.grace)
+    return to_send
+
+
+def _claimed_before(
+    client: StoreClient,
+    links: _Found,
+    children: dict[str, str],
+    crawl_id: str | None,
+    lifetimes: Lifetimes,
+) -> set[str]:
+    """The keys of the links this very message claimed on an earlier, interrupted try:
+    sent again, whether their claim still stands or only the journal remembers it."""
+    # The earlier try may have stopped before journaling them: journal those whose
+    # claim stands again (an entry twice is harmless: the first one counts).
+    again, unjournaled = set(), {}
+    for key in links.keys:
+        mine = owner_token(children[key])
+        if links.stored.get(key) == mine:
+            again.add(key)
+            unjournaled[key] = mine
+        elif (
+            key in links.missing
+            and links.recorded.get(links.digests.get(links.keys[key], b"")) == mine
+        ):
+            again.add(key)
+    if crawl_id is not None and links.now is not None and unjournaled:
+        entries = {links.digests[links.keys[key]]: mine for key, mine in unjournaled.items()}
+        journal.record(client, crawl_id, links.now, entries, lifetimes.grace)
+    return again
+
+
+def _messages(
+    actor: dramatiq.Actor[Any, Any],
+    names: dict[str, str],
+    keys: dict[str, str],
+    children: dict[str, str],
+    to_send: set[str],
+    kwargs: dict[str, Any],
+    priority: int | None,
+) -> list[dramatiq.Message[Any]]:
+    """A message of ``actor`` for each link of ``to_send``, in the page's order."""
     options = {} if priority is None else {"broker_priority": priority}
-    messages: list[dramatiq.Message[Any]] = [
+    return [
         dramatiq.Message(
             queue_name=actor.queue_name,
             actor_name=actor.actor_name,
@@ -478,12 +569,10 @@ def send_claimed(
         for key, name in keys.items()
         if key in to_send
     ]
-    enqueue_all(actor.broker, messages)
-    return [message.message_id for message in messages]
 
 
 def journal_and_count(
-    client: Any, crawl_id: str, now: journal.Layout, claimed: dict[bytes, bytes], ttl: int
+    client: StoreClient, crawl_id: str, now: journal.Layout, claimed: dict[bytes, bytes], ttl: int
 ) -> None:
     """Journal the links just claimed and count them as discovered, before they are
     sent: the counter's increment and the journal's appends in one round trip a server

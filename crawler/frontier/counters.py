@@ -16,6 +16,7 @@ from typing import Any
 from crawler.environment import Lifetimes
 from crawler.frontier.digests import short_id
 from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, PAUSED, RETRYING
+from crawler.stores.client import StoreClient
 
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
 #: 1 once ``--cancel`` asked for the crawl to end.
@@ -59,21 +60,21 @@ def keys(crawl_id: str) -> list[str]:
     return [crawl_key(crawl_id, name) for name in (*STORED, *MARKS, EVICTIONS_AT_START)]
 
 
-def cancel(client: Any, crawl_id: str, ttl: int) -> None:
+def cancel(client: StoreClient, crawl_id: str, ttl: int) -> None:
     """Ask every worker to end the crawl's messages without a fetch."""
     client.set(cancel_key(crawl_id), 1, time=ttl)
 
 
-def pause(client: Any, crawl_id: str, ttl: int) -> None:
+def pause(client: StoreClient, crawl_id: str, ttl: int) -> None:
     """Ask every worker to put the crawl's messages back unfetched until :func:`resume`."""
     client.set(pause_key(crawl_id), 1, time=ttl)
 
 
-def resume(client: Any, crawl_id: str) -> None:
+def resume(client: StoreClient, crawl_id: str) -> None:
     client.delete(pause_key(crawl_id))
 
 
-def add_to(client: Any, key: str, amount: int, ttl: int) -> int:
+def add_to(client: StoreClient, key: str, amount: int, ttl: int) -> int:
     """Add ``amount`` to a counter, created when not there: its new value, in one round
     trip once the counter exists."""
     try:
@@ -82,12 +83,12 @@ def add_to(client: Any, key: str, amount: int, ttl: int) -> int:
         return start_counter(client, key, amount, ttl)
 
 
-def _add(client: Any, key: str, amount: int, ttl: int) -> None:
+def _add(client: StoreClient, key: str, amount: int, ttl: int) -> None:
     if amount:
         add_to(client, key, amount, ttl)
 
 
-def start_counter(client: Any, key: str, amount: int, ttl: int) -> int:
+def start_counter(client: StoreClient, key: str, amount: int, ttl: int) -> int:
     """Create the counter ``key`` at ``amount``; of two workers creating it, the loser's
     ``add`` fails and it adds to the winner's.  Its value then."""
     if client.add(key, amount, time=ttl):
@@ -95,12 +96,12 @@ def start_counter(client: Any, key: str, amount: int, ttl: int) -> int:
     return int(client.incr(key, amount))
 
 
-def start(client: Any, crawl_id: str, seeds: int, ttl: int) -> None:
+def start(client: StoreClient, crawl_id: str, seeds: int, ttl: int) -> None:
     """Count the seeds as discovered, before they are sent."""
     _add(client, crawl_key(crawl_id, DISCOVERED), seeds, ttl)
 
 
-def discovered(client: Any, crawl_id: str, new_urls: int, ttl: int) -> None:
+def discovered(client: StoreClient, crawl_id: str, new_urls: int, ttl: int) -> None:
     """Count newly claimed links, before their messages are sent."""
     start(client, crawl_id, new_urls, ttl)
 
@@ -118,7 +119,7 @@ def _at_once(operation: Callable[[], Any]) -> Any:
 
 
 def ended(
-    client: Any,
+    client: StoreClient,
     crawl_id: str,
     message_id: str,
     outcome: str,
@@ -148,7 +149,7 @@ def ended(
     return dict(step(lambda: add_all(client, amounts, lifetimes.grace)))
 
 
-def add_all(client: Any, amounts: Mapping[str, int], ttl: int) -> dict[str, int]:
+def add_all(client: StoreClient, amounts: Mapping[str, int], ttl: int) -> dict[str, int]:
     """Add to each counter of ``amounts`` in one round trip a server, creating those not
     there: their new values."""
     answers, _ = client.incr_and_append(amounts, {})
@@ -156,7 +157,7 @@ def add_all(client: Any, amounts: Mapping[str, int], ttl: int) -> dict[str, int]
 
 
 def started(
-    client: Any, answers: Mapping[str, int | None], amounts: Mapping[str, int], ttl: int
+    client: StoreClient, answers: Mapping[str, int | None], amounts: Mapping[str, int], ttl: int
 ) -> dict[str, int]:
     """The counters' new values from ``incr_and_append``'s ``answers``, each counter
     that was not there (None) created at its amount."""
@@ -166,14 +167,14 @@ def started(
     }
 
 
-def reopened(client: Any, crawl_id: str, message_id: str) -> None:
+def reopened(client: StoreClient, crawl_id: str, message_id: str) -> None:
     """Undo the final outcome of a message that failed and is sent again (``--replay``)."""
     if client.delete(_ended_key(message_id)):
         with contextlib.suppress(KeyError):
             client.decr(crawl_key(crawl_id, FAILED), 1)
 
 
-def read(client: Any, crawl_id: str) -> dict[str, int] | None:
+def read(client: StoreClient, crawl_id: str) -> dict[str, int] | None:
     """Every counter of the crawl, or None when the crawl is unknown."""
     found = client.get_multi([crawl_key(crawl_id, name) for name in (*STORED, *MARKS)])
     if not found:
@@ -194,21 +195,22 @@ def state(figures: Mapping[str, int]) -> str:
     return state
 
 
-def memcached_evictions(client: Any) -> int | None:
+def memcached_evictions(client: StoreClient) -> int | None:
     """Items Memcached has evicted since it started, over all its servers that answer;
     None for a store that evicts nothing (the in-memory one of ``--local``)."""
-    if getattr(client, "get_stats", None) is None:
+    servers = client.get_stats()
+    if servers is None:
         return None
-    return sum(int(stats.get("evictions", 0)) for _server, stats in client.get_stats())
+    return sum(int(stats.get("evictions", 0)) for _server, stats in servers)
 
 
-def note_evictions_at_start(client: Any, crawl_id: str, ttl: int) -> None:
+def note_evictions_at_start(client: StoreClient, crawl_id: str, ttl: int) -> None:
     evictions = memcached_evictions(client)
     if evictions is not None:
         client.set(crawl_key(crawl_id, EVICTIONS_AT_START), evictions, time=ttl)
 
 
-def evicted_during(client: Any, crawl_id: str) -> int:
+def evicted_during(client: StoreClient, crawl_id: str) -> int:
     """Items Memcached evicted since the crawl was seeded: any of them may have been one
     of its claims, so a page may be fetched twice (0 when unknown)."""
     start = client.get(crawl_key(crawl_id, EVICTIONS_AT_START))

@@ -50,6 +50,7 @@ from typing import Any
 
 from crawler.errors import TransientError
 from crawler.frontier import counters
+from crawler.stores.client import StoreClient
 
 #: Buckets of level 0.
 BASE = 256
@@ -123,11 +124,11 @@ def layout(crawl_id: str, found: Mapping[str, Any]) -> Layout:
     return Layout(read=min(current + 1, complete), top=current + 1)
 
 
-def read_layout(client: Any, crawl_id: str) -> Layout:
+def read_layout(client: StoreClient, crawl_id: str) -> Layout:
     return layout(crawl_id, client.get_multi(state_keys(crawl_id)))
 
 
-def keys(client: Any, crawl_id: str) -> list[str]:
+def keys(client: StoreClient, crawl_id: str) -> list[str]:
     """The journal's keys to refresh: its figures and the buckets of the levels in use."""
     now = read_layout(client, crawl_id)
     figures = [*state_keys(crawl_id), *(_copied_key(crawl_id, level) for level in now.written)]
@@ -152,7 +153,7 @@ def appends(
     return {key: bytes(data) for key, data in entries.items()}
 
 
-def start_bucket(client: Any, key: str, data: bytes, ttl: int) -> None:
+def start_bucket(client: StoreClient, key: str, data: bytes, ttl: int) -> None:
     """Create the bucket ``key`` with its first entries ``data``: of two workers creating
     it, the loser's ``add`` fails and it appends after all."""
     if not (client.add(key, data, time=ttl) or client.append(key, data)):
@@ -160,7 +161,7 @@ def start_bucket(client: Any, key: str, data: bytes, ttl: int) -> None:
 
 
 def record(
-    client: Any,
+    client: StoreClient,
     crawl_id: str,
     now: Layout,
     claimed: Mapping[bytes, bytes],
@@ -188,12 +189,12 @@ def record(
     return values
 
 
-def write(client: Any, crawl_id: str, claimed: Mapping[bytes, bytes], ttl: int) -> None:
+def write(client: StoreClient, crawl_id: str, claimed: Mapping[bytes, bytes], ttl: int) -> None:
     """Write an entry for each URL ``digest -> owner`` just claimed, the layout read first."""
     record(client, crawl_id, read_layout(client, crawl_id), claimed, ttl)
 
 
-def _append(client: Any, entries: Mapping[str, bytes], ttl: int) -> None:
+def _append(client: StoreClient, entries: Mapping[str, bytes], ttl: int) -> None:
     _, no_buckets = client.incr_and_append({}, entries)
     for key in no_buckets:
         start_bucket(client, key, entries[key], ttl)
@@ -204,7 +205,7 @@ def _copy_point(level: int) -> int:
     return SPAN * 9 // 8 << level
 
 
-def _migrate(client: Any, crawl_id: str, before: int, after: int, ttl: int) -> None:
+def _migrate(client: StoreClient, crawl_id: str, before: int, after: int, ttl: int) -> None:
     """Copy each bucket whose point lies in the counts ``(before, after]``."""
     for level in range(level_of(before), level_of(after) + 1):
         start = _copy_point(level)
@@ -214,7 +215,7 @@ def _migrate(client: Any, crawl_id: str, before: int, after: int, ttl: int) -> N
             _copy(client, crawl_id, level, bucket, ttl)
 
 
-def _copy(client: Any, crawl_id: str, level: int, bucket: int, ttl: int) -> None:
+def _copy(client: StoreClient, crawl_id: str, level: int, bucket: int, ttl: int) -> None:
     """Copy bucket ``bucket`` of ``level`` into its two children, each entry the child
     lacks; count it copied, and mark the level above complete after its last bucket."""
     source = _bucket_key(crawl_id, level, bucket)
@@ -247,7 +248,7 @@ def _find(data: bytes, digest: bytes) -> bytes | None:
 
 
 def owners(
-    client: Any, crawl_id: str, digests: Iterable[bytes], now: Layout | None = None
+    client: StoreClient, crawl_id: str, digests: Iterable[bytes], now: Layout | None = None
 ) -> dict[bytes, bytes]:
     """The owner the journal holds for each digest it holds: the first claim's.  One
     bucket a digest, at the level ``now`` reads (read first when not given)."""

@@ -11,15 +11,15 @@ is refreshed no more, and its keys expire a grace after.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from crawler.frontier import counters, journal, politeness
+from crawler.stores.client import StoreClient
 
 #: Keys refreshed in one call: a crawl of 10^7 URLs has some 800,000 journal buckets.
 TOUCH_BATCH = 10_000
 
 
-def keys(client: Any, crawl_id: str) -> list[str]:
+def keys(client: StoreClient, crawl_id: str) -> list[str]:
     return [
         *counters.keys(crawl_id),
         politeness.budget_key(crawl_id),
@@ -39,7 +39,7 @@ class KeepAlive:
         self.period = max(grace // 4, 1)
         self._next: dict[str, float] = {}
 
-    def __call__(self, client: Any, crawl_id: str) -> None:
+    def __call__(self, client: StoreClient, crawl_id: str) -> None:
         now = time.monotonic()
         if self._next.get(crawl_id, 0.0) > now:
             return

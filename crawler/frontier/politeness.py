@@ -26,8 +26,9 @@ from crawler.fetching.bounded_fetch import fetch, read_body
 from crawler.frontier import counters
 from crawler.options import CrawlOptions
 from crawler.stores import StorePool, Stores
+from crawler.stores.client import StoreClient
 
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 
 #: How long a host's robots.txt is trusted, in seconds (RFC 9309: at most 24 hours).
 ROBOTS_TTL = 3600
@@ -80,7 +81,7 @@ def take_turn(
 
 
 def check(
-    client: Any,
+    client: StoreClient,
     backend: RateLimiterBackend,
     session: requests.Session,
     url: str,
@@ -154,7 +155,7 @@ CRAWL_BUDGET, HOST_BUDGET = "the crawl's", "its host's"
 
 
 def over_budget(
-    client: Any, options: CrawlOptions, url: str, first_delivery: bool, ttl: int
+    client: StoreClient, options: CrawlOptions, url: str, first_delivery: bool, ttl: int
 ) -> str | None:
     """Count this URL against ``--max-pages-per-host``, then ``--max-pages``; which
     budget was already spent, or None.  A URL over its host's budget does not count
@@ -170,14 +171,14 @@ def over_budget(
     return None
 
 
-def pages_spent(client: Any, options: CrawlOptions) -> bool:
+def pages_spent(client: StoreClient, options: CrawlOptions) -> bool:
     """Whether the crawl's ``--max-pages`` budget is spent already (read, not counted)."""
     if options.max_pages is None or options.crawl_id is None:
         return False
     return int(client.get(budget_key(options.crawl_id)) or 0) >= options.max_pages
 
 
-def _count(client: Any, key: str, ttl: int) -> int:
+def _count(client: StoreClient, key: str, ttl: int) -> int:
     return 1 if client.add(key, 1, time=ttl) else int(client.incr(key))
 
 
@@ -257,7 +258,7 @@ def robots_wait(limits: Limits) -> float:
 
 
 def robots_for(
-    client: Any,
+    client: StoreClient,
     session: requests.Session,
     url: str,
     user_agent: str,

@@ -18,7 +18,7 @@ from crawler.links.canonical import canonical_url
 from crawler.links.sites import site_of
 from crawler.options import CrawlOptions
 
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 
 #: Dropped links named in a page's warning; the rest are counted.
 DROPPED_SHOWN = 5

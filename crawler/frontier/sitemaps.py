@@ -34,7 +34,7 @@ from crawler.options import CrawlOptions
 from crawler.records import Record
 from crawler.stores import Stores
 
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 
 
 def send_part(

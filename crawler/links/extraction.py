@@ -13,7 +13,7 @@ from contextlib import suppress
 from functools import lru_cache
 
 import ada_url
-import webencodings  # type: ignore[import-untyped]
+import webencodings
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.links.cleaning import clean_href

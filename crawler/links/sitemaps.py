@@ -17,7 +17,7 @@ from usp.web_client.abstract_client import LocalWebClient
 
 from crawler.errors import PermanentError
 
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 
 #: URLs taken from one sitemap at most: the protocol's own limit.
 MAX_URLS = 50_000

@@ -18,7 +18,7 @@ from typing import Any
 
 from dramatiq.middleware import Middleware
 
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 
 
 class SendBack(Middleware):

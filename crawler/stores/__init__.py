@@ -1,8 +1,9 @@
 """The dedup stores: where claims, the crawl's journal and counters, budgets, robots.txt
 rules and rate limits live.  Memcached by default (:mod:`.memcached`), a Redis or Redis
 Cluster with ``DEDUP_URL`` (:mod:`.redis`), this process's memory with ``--local``
-(:mod:`.memory`); each offers the subset of ``pylibmc.Client`` the crawler uses, through
-a pool whose ``reserve()`` gives the calling thread a client, as upstream's
+(:mod:`.memory`); each client meets :class:`~crawler.stores.client.StoreClient` (the
+subset of ``pylibmc.Client`` the crawler uses), and comes from a pool whose
+``reserve()`` gives the calling thread a client, as upstream's
 ``pylibmc.ThreadMappedPool`` does."""
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ from __future__ import annotations
 import threading
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dramatiq.rate_limits import RateLimiterBackend
 from redis.exceptions import RedisClusterException, RedisError
 
 from crawler.archiving.warc import WarcFiles
 from crawler.environment import dedup_url, warc_directory, warc_max_bytes
+from crawler.stores.client import StoreClient
 from crawler.stores.memcached import MemcachedError
+
+if TYPE_CHECKING:
+    from crawler.stores.memory import MemoryClient
 
 #: What a dedup store raises when it cannot answer: Memcached's errors, or Redis's.
 STORE_ERRORS: tuple[type[BaseException], ...] = (
@@ -30,7 +35,7 @@ STORE_ERRORS: tuple[type[BaseException], ...] = (
 class StorePool(Protocol):
     """What the crawler asks of a dedup store's pool: a client for this thread."""
 
-    def reserve(self) -> AbstractContextManager[Any]: ...
+    def reserve(self) -> AbstractContextManager[StoreClient]: ...
 
 
 class Stores:
@@ -51,7 +56,9 @@ class Stores:
         self._dedup_url = dedup_url()
         self._warc = (warc_max_bytes(), warc_directory())
 
-    def keep_in_memory(self, warc_root: Path | None = None, client: Any = None) -> None:
+    def keep_in_memory(
+        self, warc_root: Path | None = None, client: MemoryClient | None = None
+    ) -> None:
         """``--local``: claims, counters and rate limits in this process (in ``client``,
         a :class:`~crawler.stores.memory.MemoryClient`: ``--state``'s is also on disk);
         WARC files under ``warc_root`` (the one directory its messages name), else as
@@ -97,7 +104,7 @@ class Stores:
     def warc_files(self) -> WarcFiles:
         return self._stores()[2]
 
-    def reserve(self) -> AbstractContextManager[Any]:
+    def reserve(self) -> AbstractContextManager[StoreClient]:
         """A client of the dedup store for this thread: the stores serve as its pool."""
         return self.memcache_pool.reserve()
 

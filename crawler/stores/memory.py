@@ -132,6 +132,20 @@ class MemoryClient:
             self._put(key, int(value) + delta, expires)
             return int(value) + delta
 
+    def decr(self, key: str, delta: int = 1) -> int:
+        """Take ``delta`` from a counter, down to 0 at most, as Memcached does."""
+        with self._lock:
+            value = self._live(key, _now())
+            if value is None:
+                raise KeyError(key)
+            lowered = max(int(value) - delta, 0)
+            self._put(key, lowered, self._items[key][1])
+            return lowered
+
+    def get_stats(self) -> None:
+        """None: memory keeps no statistics, and evicts nothing."""
+        return None
+
 
 def _now() -> float:
     """Wall-clock time: a store kept on disk keeps its expiry times across runs."""

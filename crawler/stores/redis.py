@@ -77,9 +77,10 @@ class RedisStoreClient:
         keys = list(keys)
         if not keys:
             return {}
-        # A cluster's keys are in several slots: one MGET per node.
-        mget = self.redis.mget_nonatomic if self.cluster else self.redis.mget  # type: ignore[union-attr]
-        values = mget(keys)
+        if isinstance(self.redis, redis.RedisCluster):
+            values = self.redis.mget_nonatomic(keys)  # a cluster's keys: one MGET per node
+        else:
+            values = self.redis.mget(keys)
         return {key: value for key, value in zip(keys, values, strict=True) if value is not None}
 
     def set(self, key: str, value: Any, time: float = 0) -> bool:

@@ -22,17 +22,18 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import dramatiq
-from dramatiq.middleware import CurrentMessage, Retries
+from dramatiq.middleware import CurrentMessage
 
 from crawler import metrics
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, counters
 from crawler.frontier.keep_alive import KeepAlive
-from crawler.middleware import Recorder
+from crawler.middleware import Recorder, install
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
 from crawler.records import Record, kwargs_of
 from crawler.stores import STORE_ERRORS, StorePool
+from crawler.stores.client import StoreClient
 from crawler.tracking import figures
 
 #: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
@@ -42,7 +43,7 @@ Publish = Callable[[str, Record, bool], None]
 OnRecord = Callable[[Record, Any], None]
 #: Called with the message, what could not be sent, and the broker's error.
 Unsent = Callable[[Any, str, BaseException], None]
-logger = logging.getLogger("example")
+logger = logging.getLogger(__name__)
 #: Seconds between two readings of Memcached's evictions for the metric, per process.
 EVICTION_CHECK = 5.0
 #: Pauses between those tries: doubling from the first, at most the second.
@@ -96,7 +97,7 @@ def keep_books(
       patience(float): Seconds to keep trying a dedup store that fails (see :func:`settle`).
     """
     if not any(isinstance(m, CurrentMessage) for m in broker.middleware):
-        broker.add_middleware(CurrentMessage())
+        install(broker, CurrentMessage())
     settle_record = settle(pool, lifetimes, publish, on_unsent, patience)
 
     def on_record(record: Record, message: Any) -> None:
@@ -104,8 +105,7 @@ def keep_books(
             also(record, message)
         settle_record(record, message)
 
-    # Before Retries: its after-hook then runs after Retries', to see final failures.
-    broker.add_middleware(Recorder(on_record, on_discover), before=Retries)
+    install(broker, Recorder(on_record, on_discover))  # its place: crawler.middleware.ORDER
 
 
 def settle(
@@ -115,10 +115,11 @@ def settle(
     on_unsent: Unsent | None = None,
     patience: float = 0.0,
 ) -> Callable[[Record, Any], None]:
-    """The :class:`~crawler.records.Recorder` callback for a crawl's bookkeeping.
+    """The :class:`~crawler.records.Recorder` callback for a crawl's bookkeeping
+    (:class:`Books`).
 
     Parameters:
-      pool(Any): The dedup store's pool (Memcached, or memory in --local).
+      pool(StorePool): The dedup store's pool (Memcached, or memory in --local).
       lifetimes(Lifetimes): How long the crawl's entries live in it; the crawl's journal
         and counters are refreshed from here while its messages end.
       publish(Callable): Sends a record to the crawl's waiting seeder, or None.
@@ -126,93 +127,123 @@ def settle(
       patience(float): Seconds each message's bookkeeping keeps trying a dedup store
         that fails (0: one try, as for ``--local``'s memory, which does not fail).
     """
+    return Books(pool, lifetimes, publish, on_unsent, patience)
 
-    next_eviction_check = [0.0]  # the metric is read from Memcached's stats now and then
-    keep_alive = KeepAlive(lifetimes.grace)
 
-    def on_record(record: Record, message: Any) -> None:
+class Books:
+    """A crawl's books after each message, in the order the module says: the record out
+    (:meth:`send`), the ending in the store (:meth:`end`), the crawl's keys refreshed
+    (:meth:`refresh`).  Parameters: as :func:`settle`'s."""
+
+    def __init__(
+        self,
+        pool: StorePool,
+        lifetimes: Lifetimes,
+        publish: Publish | None,
+        on_unsent: Unsent | None,
+        patience: float,
+    ) -> None:
+        self.pool, self.lifetimes, self.patience = pool, lifetimes, patience
+        self.publish, self.on_unsent = publish, on_unsent
+        self.keep_alive = KeepAlive(lifetimes.grace)
+        self.next_eviction_check = 0.0  # the metric is read from Memcached's stats now and then
+
+    def __call__(self, record: Record, message: Any) -> None:
         # A message refused as invalid has options that may not pass their check:
         # what can be read of them still names its crawl and its waiting seeder.
         options = CrawlOptions.readable_from_message(kwargs_of(message).get("options"))
-        outcome = record["outcome"]
-        metrics.page_ended(outcome, links=len(record.get("links") or ()))
-        if publish and options.collect_records and outcome not in NOT_FINAL:
-            assert options.crawl_id is not None
-            if options.records_without_links:  # the seeder counts it, writes no --output
-                record = {key: value for key, value in record.items() if key != "links"}
-            try:
-                publish(options.crawl_id, record, options.batched_records)
-            except Exception as e:  # whatever kept the record from the broker
-                if on_unsent is None:
-                    raise
-                on_unsent(message, "the record", e)
-                return
+        metrics.page_ended(record["outcome"], links=len(record.get("links") or ()))
+        if not self.send(record, message, options):
+            return
         try:
             # --state's store writes a message's ending to disk as one transaction (a
             # kill leaves its URL marked done and counted, or neither).
-            with pool.reserve() as client, client.together():
-                step = patiently(time.monotonic() + patience)
-                ending = claims.UNKNOWN
-                url = claims.claim_name(record["url"], kwargs_of(message).get("sitemap", 0))
-                message_id, crawl_id = message.message_id, options.crawl_id
-                # An invalid message is refused before it claims its URL: no claim to end.
-                refused = bool(record.get("invalid_message"))
-                if outcome in OWN_ENDINGS:
-                    ending = step(
-                        lambda: claims.finish(client, url, message_id, crawl_id, lifetimes)
-                    )
-                elif outcome == FAILED and not refused:
-                    step(lambda: claims.give_up(client, url, message_id, crawl_id, lifetimes))
-                elif outcome == DUPLICATE and crawl_id is not None:
-                    ending = step(
-                        lambda: claims.ending_of_duplicate(client, url, message_id, crawl_id)
-                    )
-                if crawl_id is not None:
-                    first = None if ending == claims.UNKNOWN else ending == claims.FIRST
-                    added = figures.increments(crawl_id, record, outcome)  # its host's
-                    values = counters.ended(
-                        client, crawl_id, message_id, outcome, lifetimes, first, step, added
-                    )
-                    if values:
-                        note_figures(client, crawl_id, record, outcome, added, values)
-                # A message's delivery count goes with its last attempt; a retrying one
-                # may still be handed back (the broker refused its retry) and must then
-                # count as delivered again, to send its claimed links again.
-                if outcome not in (DUPLICATE, CANCELLED, *NOT_FINAL) and not refused:
-                    step(lambda: claims.attempt_ended(client, message))
+            with self.pool.reserve() as client, client.together():
+                self.end(client, record, message, options.crawl_id)
         except STORE_ERRORS as e:
             # The message is over either way; only its bookkeeping is lost.
             logger.warning(
                 "Could not record that %r ended (%s) in the dedup store: %s",
                 record["url"],
-                outcome,
+                record["outcome"],
                 e,
             )
             return
+        self.refresh(options.crawl_id)
+
+    def send(self, record: Record, message: Any, options: CrawlOptions) -> bool:
+        """A final record to the crawl's waiting seeder, when it asked for them; False
+        when the broker refused it (the message then comes back, its books untouched)."""
+        if not (self.publish and options.collect_records and record["outcome"] not in NOT_FINAL):
+            return True
+        assert options.crawl_id is not None
+        if options.records_without_links:  # the seeder counts it, writes no --output
+            record = {key: value for key, value in record.items() if key != "links"}
         try:
-            with pool.reserve() as client:
-                if options.crawl_id is not None:
-                    keep_alive(client, options.crawl_id)
-                if time.monotonic() >= next_eviction_check[0]:
-                    evictions = counters.memcached_evictions(client)
-                    if evictions is not None:
-                        metrics.memcached_evictions(evictions)
-                    next_eviction_check[0] = time.monotonic() + EVICTION_CHECK
-        except STORE_ERRORS as e:  # the ending is counted; the refresh comes at its next turn
-            logger.warning("Could not refresh the crawl's keys in the dedup store: %s", e)
+            self.publish(options.crawl_id, record, options.batched_records)
+        except Exception as e:  # whatever kept the record from the broker
+            if self.on_unsent is None:
+                raise
+            self.on_unsent(message, "the record", e)
+            return False
+        return True
+
+    def end(self, client: StoreClient, record: Record, message: Any, crawl_id: str | None) -> None:
+        """The message's ending: its URL's claim marked, the crawl's counters and the
+        dashboard's figures, its delivery count dropped."""
+        step = patiently(time.monotonic() + self.patience)
+        outcome, lifetimes = record["outcome"], self.lifetimes
+        url = claims.claim_name(record["url"], kwargs_of(message).get("sitemap", 0))
+        message_id = message.message_id
+        # An invalid message is refused before it claims its URL: no claim to end.
+        refused = bool(record.get("invalid_message"))
+        ending = claims.UNKNOWN
+        if outcome in OWN_ENDINGS:
+            ending = step(lambda: claims.finish(client, url, message_id, crawl_id, lifetimes))
+        elif outcome == FAILED and not refused:
+            step(lambda: claims.give_up(client, url, message_id, crawl_id, lifetimes))
+        elif outcome == DUPLICATE and crawl_id is not None:
+            ending = step(lambda: claims.ending_of_duplicate(client, url, message_id, crawl_id))
+        if crawl_id is not None:
+            first = None if ending == claims.UNKNOWN else ending == claims.FIRST
+            added = figures.increments(crawl_id, record, outcome)  # its host's
+            values = counters.ended(
+                client, crawl_id, message_id, outcome, lifetimes, first, step, added
+            )
+            if values:
+                self.note_figures(client, crawl_id, record, added, values)
+        # A message's delivery count goes with its last attempt; a retrying one may
+        # still be handed back (the broker refused its retry) and must then count as
+        # delivered again, to send its claimed links again.
+        if outcome not in (DUPLICATE, CANCELLED, *NOT_FINAL) and not refused:
+            step(lambda: claims.attempt_ended(client, message))
 
     def note_figures(
-        client: Any,
+        self,
+        client: StoreClient,
         crawl_id: str,
         record: Record,
-        outcome: str,
         added: dict[str, int],
         values: dict[str, int],
     ) -> None:
         """The dashboard's: a host seen for the first time, a failure among the latest."""
-        figures.note_new_host(client, crawl_id, record, added, values, lifetimes.grace)
-        if outcome == FAILED:
+        grace = self.lifetimes.grace
+        figures.note_new_host(client, crawl_id, record, added, values, grace)
+        if record["outcome"] == FAILED:
             number = values[counters.crawl_key(crawl_id, FAILED)]
-            figures.note_failure(client, crawl_id, record, number, lifetimes.grace)
+            figures.note_failure(client, crawl_id, record, number, grace)
 
-    return on_record
+    def refresh(self, crawl_id: str | None) -> None:
+        """The crawl's journal and counters kept alive; now and then, the metric of
+        Memcached's evictions."""
+        try:
+            with self.pool.reserve() as client:
+                if crawl_id is not None:
+                    self.keep_alive(client, crawl_id)
+                if time.monotonic() >= self.next_eviction_check:
+                    evictions = counters.memcached_evictions(client)
+                    if evictions is not None:
+                        metrics.memcached_evictions(evictions)
+                    self.next_eviction_check = time.monotonic() + EVICTION_CHECK
+        except STORE_ERRORS as e:  # the ending is counted; the refresh comes at its next turn
+            logger.warning("Could not refresh the crawl's keys in the dedup store: %s", e)

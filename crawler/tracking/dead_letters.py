@@ -16,6 +16,7 @@ from typing import Any
 
 import dramatiq
 import pika
+import redis
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import q_name, xq_name
 
@@ -115,7 +116,7 @@ def _visit_redis(
     crawl_id: str,
     send_again: SendAgain | None,
 ) -> list[Message]:
-    client: Any = broker.client
+    client: redis.Redis = broker.client
     dead = f"{broker.namespace}:{xq_name(queue)}"
     found = []
     for redis_id, data in client.hscan_iter(f"{dead}.msgs"):

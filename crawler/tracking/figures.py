@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from crawler.frontier import counters
 from crawler.outcomes import FAILED, RETRYING, fetched
 from crawler.records import Record
+from crawler.stores.client import StoreClient
 
 #: Upper bounds of the page-time buckets, in milliseconds; the last bucket is above them.
 TIME_BOUNDS_MS = (25, 50, 100, 200, 400, 800, 1600, 3200, 6400)
@@ -67,7 +68,7 @@ def increments(crawl_id: str, record: Record, outcome: str) -> dict[str, int]:
 
 
 def note_new_host(
-    client: Any,
+    client: StoreClient,
     crawl_id: str,
     record: Record,
     added: Mapping[str, int],
@@ -90,7 +91,7 @@ def note_new_host(
             return
 
 
-def read(client: Any, crawl_id: str, limit: int = 2000) -> list[dict[str, Any]]:
+def read(client: StoreClient, crawl_id: str, limit: int = 2000) -> list[dict[str, Any]]:
     """Each listed host's figures (the first ``limit`` hosts): pages, errors, bytes,
     and the median and 95th percentile page time in ms (a bucket's bound; None above
     the last, or with no page)."""
@@ -136,7 +137,7 @@ RECENT = "crawler:recent-crawls"
 RECENT_LISTED = 50
 
 
-def note_failure(client: Any, crawl_id: str, record: Record, number: int, ttl: int) -> None:
+def note_failure(client: StoreClient, crawl_id: str, record: Record, number: int, ttl: int) -> None:
     """Keep the ``number``-th failure of the crawl among its latest."""
     slot = counters.crawl_key(crawl_id, f"failure:{number % FAILURES_KEPT}")
     error = str(record.get("error") or "")
@@ -144,14 +145,14 @@ def note_failure(client: Any, crawl_id: str, record: Record, number: int, ttl: i
     client.set(slot, json.dumps(kept).encode(), time=ttl)
 
 
-def failures(client: Any, crawl_id: str) -> list[dict[str, Any]]:
+def failures(client: StoreClient, crawl_id: str) -> list[dict[str, Any]]:
     """The crawl's latest failures, the latest first."""
     slots = [counters.crawl_key(crawl_id, f"failure:{i}") for i in range(FAILURES_KEPT)]
     kept = [json.loads(value) for value in client.get_multi(slots).values()]
     return sorted(kept, key=lambda failure: -failure["number"])
 
 
-def describe(client: Any, crawl_id: str, about: Mapping[str, Any], ttl: int) -> None:
+def describe(client: StoreClient, crawl_id: str, about: Mapping[str, Any], ttl: int) -> None:
     """List a crawl among the recent ones, with what it is (``about``: its seeds,
     options, where it runs) and when it started."""
     client.set(
@@ -164,12 +165,12 @@ def describe(client: Any, crawl_id: str, about: Mapping[str, Any], ttl: int) -> 
         client.append(RECENT, line)
 
 
-def about(client: Any, crawl_id: str) -> dict[str, Any] | None:
+def about(client: StoreClient, crawl_id: str) -> dict[str, Any] | None:
     value = client.get(counters.crawl_key(crawl_id, "about"))
     return None if value is None else dict(json.loads(value))
 
 
-def recent(client: Any) -> list[str]:
+def recent(client: StoreClient) -> list[str]:
     """The ids of the crawls described lately, the latest first."""
     listed = (client.get(RECENT) or b"").decode().split("\n")
     return list(dict.fromkeys(reversed([line for line in listed if line])))[:RECENT_LISTED]

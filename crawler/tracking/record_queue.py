@@ -2,13 +2,15 @@
 
 On Redis a list, on RabbitMQ a durable queue, named after the crawl.  The seeder
 creates it before seeding and deletes it on any exit it lives through; one killed
-outright leaves it for :data:`READER_GONE_MS` at most, after which workers stop
-publishing into it (RabbitMQ deletes an unused queue; on Redis the seeder's
-presence key expires).  Both ends ride out broker restarts: a worker's record
+outright leaves it for :data:`~crawler.brokers.records.READER_GONE_MS` at most, after
+which workers stop publishing into it (RabbitMQ deletes an unused queue; on Redis the
+seeder's presence key expires).  Both ends ride out broker restarts: a worker's record
 that cannot be published (on RabbitMQ: confirmed) sends its message back (see
 :mod:`crawler.brokers.returning`),
 and the seeder reconnects.  A worker's threads send the records that end together
 as one message (:class:`Batches`); the seeder reads a message of one record too.
+
+How each broker carries them is its own: :class:`crawler.brokers.records.RecordTransport`.
 """
 
 from __future__ import annotations
@@ -16,116 +18,19 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Generator
-from typing import Any
 
 import dramatiq
-import pika
-import pika.exceptions
-from dramatiq.brokers.redis import RedisBroker
-from dramatiq.errors import ConnectionClosed
 
-from crawler.brokers.returning import PUBLISH_ATTEMPTS
+from crawler.brokers.records import RecordSender, name, transport
+from crawler.brokers.redis import TAKE_RECORDS, taken_key
 from crawler.records import Record
 
-#: How long the records of a crawl are kept once no seeder reads them (killed, or
-#: cut off by an outage longer than this).
-READER_GONE_MS = 10 * 60 * 1000
-#: Records the seeder takes (Redis) or acknowledges (RabbitMQ) at once.
-BATCH = 100
-#: Seconds the seeder lets records gather once it has read every waiting one.
-GATHER = 0.05
+__all__ = ["Batches", "Reader", "RecordNotSent", "name"]
 
-#: Move up to ARGV[1] records from the crawl's list to its list of records taken (kept as
-#: long as the records), and return them.
-_TAKE = """
-local taken = redis.call('lrange', KEYS[1], 0, tonumber(ARGV[1]) - 1)
-if #taken > 0 then
-    redis.call('ltrim', KEYS[1], #taken, -1)
-    redis.call('rpush', KEYS[2], unpack(taken))
-    redis.call('pexpire', KEYS[2], ARGV[2])
-end
-return taken
-"""
-
-#: Push a record only while a seeder is there to read it (its presence key lives).
-_PUSH_IF_READ = """
-if redis.call('exists', KEYS[1]) == 1 then
-    redis.call('rpush', KEYS[2], ARGV[1])
-    redis.call('pexpire', KEYS[2], ARGV[2])
-end
-"""
-
-
-def name(crawl_id: str) -> str:
-    return f"crawler.records.{crawl_id}"
-
-
-def _reader_key(crawl_id: str) -> str:
-    return f"crawler.reader.{crawl_id}"
-
-
-def _taken_key(crawl_id: str) -> str:
-    """Redis: the records the seeder took and has not yet seen through."""
-    return f"crawler.records.{crawl_id}.taken"
-
-
-def _is_redis(broker: dramatiq.Broker) -> bool:
-    return isinstance(broker, RedisBroker)
-
-
-class Sender:
-    """Where a worker's records go: on Redis the crawl's list, on RabbitMQ the crawl's
-    queue through a channel of the records' own in confirm mode, so that a record
-    counts as sent only once RabbitMQ holds it.  Without the confirm, a record
-    written to a connection that RabbitMQ drops (a restart) is lost while its message
-    is marked done: the message's redelivery then ends as a duplicate and the page
-    is missing from ``--output``.  Not thread-safe: :class:`Batches` sends one batch
-    at a time.
-
-    Parameters:
-      broker(dramatiq.Broker): The crawl's broker.
-    """
-
-    def __init__(self, broker: dramatiq.Broker) -> None:
-        self.broker = broker
-        self._connection: pika.BlockingConnection | None = None
-        self._channel: Any = None
-
-    def send(self, crawl_id: str, body: bytes) -> None:
-        """Send ``body`` to the crawl's seeder; raise a broker error if it cannot be sent."""
-        if _is_redis(self.broker):
-            client: Any = self.broker.client  # type: ignore[attr-defined]
-            push = client.register_script(_PUSH_IF_READ)  # EVALSHA: the script is sent once
-            push(keys=[_reader_key(crawl_id), name(crawl_id)], args=[body, READER_GONE_MS])
-            return
-        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
-            try:
-                if self._channel is None:
-                    parameters = self.broker.parameters  # type: ignore[attr-defined]
-                    self._connection = pika.BlockingConnection(parameters)
-                    self._channel = self._connection.channel()
-                    self._channel.confirm_delivery()
-                # Not mandatory: once the seeder is gone (its queue with it), RabbitMQ
-                # confirms and drops the record, as the seeder wants.
-                self._channel.basic_publish(
-                    exchange="",
-                    routing_key=name(crawl_id),
-                    body=body,
-                    properties=pika.BasicProperties(delivery_mode=2),
-                )
-                return
-            except (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
-                self.close()  # the next attempt opens a fresh connection and channel
-                if attempt == PUBLISH_ATTEMPTS:
-                    raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
-
-    def close(self) -> None:
-        connection, self._connection, self._channel = self._connection, None, None
-        if connection is not None and connection.is_open:
-            with contextlib.suppress(pika.exceptions.AMQPError):
-                connection.close()
+# Redis's, under the names the tests know them by.
+_TAKE = TAKE_RECORDS
+_taken_key = taken_key
 
 
 class RecordNotSent(Exception):
@@ -158,7 +63,7 @@ class Batches:
     """
 
     def __init__(self, broker: dramatiq.Broker) -> None:
-        self.sender = Sender(broker)
+        self.sender = transport(broker).record_sender()
         self._waiting: dict[str, list[_Pending]] = {}
         self._waiting_lock = threading.Lock()
         self._sending = threading.Lock()
@@ -201,18 +106,8 @@ class Batches:
             self.sender.close()
 
 
-def _send(sender: Sender, crawl_id: str, body: bytes) -> None:
+def _send(sender: RecordSender, crawl_id: str, body: bytes) -> None:
     sender.send(crawl_id, body)
-
-
-def _records(body: bytes) -> list[Record]:
-    """The records of one message: a batch (a JSON list), or one record."""
-    records = json.loads(body)
-    return records if isinstance(records, list) else [records]
-
-
-def _gather(deadline: float) -> None:
-    time.sleep(max(min(GATHER, deadline - time.monotonic()), 0))
 
 
 class Reader:
@@ -223,24 +118,14 @@ class Reader:
     """
 
     def __init__(self, broker: dramatiq.Broker, crawl_id: str) -> None:
-        self.broker = broker
+        self.broker = transport(broker)
         self.crawl_id = crawl_id
         self.queue = name(crawl_id)
-        self._declare()
-
-    def _declare(self) -> None:
-        if _is_redis(self.broker):
-            client: Any = self.broker.client  # type: ignore[attr-defined]
-            client.set(_reader_key(self.crawl_id), 1, px=READER_GONE_MS)
-        else:
-            self.broker.channel.queue_declare(  # type: ignore[attr-defined]
-                self.queue, durable=True, arguments={"x-expires": READER_GONE_MS}
-            )
+        self.broker.declare_records(crawl_id)
 
     def reconnect(self) -> None:
         """Drop this thread's broker connection; the next read opens a new one."""
-        if not _is_redis(self.broker):
-            del self.broker.connection  # type: ignore[attr-defined]
+        self.broker.reconnect_reader()
 
     def read(self, timeout: float) -> Generator[Record, None, None]:
         """Records for up to ``timeout`` seconds, or fewer once none is waiting.  The
@@ -252,77 +137,12 @@ class Reader:
         Fetched and acknowledged in batches: one round trip per batch, not per record;
         once none is left, the next ones are left to gather for a moment.
         """
-        self._declare()  # again: the broker may have restarted since, and Redis keeps it alive
-        deadline = time.monotonic() + timeout
-        if _is_redis(self.broker):
-            yield from self._read_redis(deadline)
-            return
-        channel = self.broker.channel  # type: ignore[attr-defined]
-        unacknowledged = None
-
-        def acknowledge_and_cancel() -> None:
-            if unacknowledged is not None:
-                channel.basic_ack(unacknowledged, multiple=True)
-            channel.cancel()
-
-        try:
-            for method, _properties, body in channel.consume(
-                self.queue, inactivity_timeout=timeout, auto_ack=False
-            ):
-                if method is None:
-                    break
-                records = _records(body)
-                yield from records[:-1]
-                # Acknowledged once its last record is read: a message read in part
-                # comes back (the seeder skips the records it saw).
-                unacknowledged = method.delivery_tag
-                yield from records[-1:]
-                if unacknowledged % BATCH == 0:
-                    channel.basic_ack(unacknowledged, multiple=True)
-                    unacknowledged = None
-                if time.monotonic() >= deadline:
-                    break
-                if not channel.get_waiting_message_count():
-                    _gather(deadline)
-        except GeneratorExit:  # the caller read all it needed; Ctrl-C and errors pass untouched
-            acknowledge_and_cancel()
-            raise
-        acknowledge_and_cancel()
-
-    def _read_redis(self, deadline: float) -> Generator[Record, None, None]:
-        """Redis's records: moved, not popped, to the crawl's list of records taken, and
-        dropped from there once the caller saw them, so that a reply Redis applied and
-        never delivered (it stopped right then) is not a record lost: the next read
-        gives the records still taken first (the seeder skips what it saw)."""
-        client: Any = self.broker.client  # type: ignore[attr-defined]
-        take = client.register_script(_TAKE)
-        taken = _taken_key(self.crawl_id)
-        bodies = client.lrange(taken, 0, -1)
-        while True:
-            for body in bodies:
-                yield from _records(body)
-            if bodies:
-                client.delete(taken)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            if 0 < len(bodies) < BATCH:
-                _gather(deadline)
-            bodies = take(keys=[self.queue, taken], args=[BATCH, READER_GONE_MS])
-            if not bodies:
-                first = client.blmove(self.queue, taken, max(remaining, 0.01), "LEFT", "RIGHT")
-                if first is None:
-                    return
-                bodies = [first, *take(keys=[self.queue, taken], args=[BATCH - 1, READER_GONE_MS])]
+        # Declared again: the broker may have restarted since, and Redis keeps it alive.
+        self.broker.declare_records(self.crawl_id)
+        yield from self.broker.read_records(self.crawl_id, timeout)
 
     def close(self) -> None:
         """Delete the records queue, so workers stop publishing into it; a broker that
         does not answer is left to expire it."""
-        try:
-            if _is_redis(self.broker):
-                client: Any = self.broker.client  # type: ignore[attr-defined]
-                client.delete(_reader_key(self.crawl_id), self.queue, _taken_key(self.crawl_id))
-            else:
-                self.broker.channel.queue_delete(self.queue)  # type: ignore[attr-defined]
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):
+            self.broker.delete_records(self.crawl_id)

@@ -230,20 +230,9 @@ def follow(
                 progress.record(arrived)
                 continue
             progress.waiting_for.discard(broker_name)
-            try:
-                figures = _figures(pool, crawl_id)
-                if time.monotonic() >= next_eviction_check:
-                    with pool.reserve() as client:
-                        progress.evicted = counters.evicted_during(client, crawl_id)
-                        keep_alive(client, crawl_id)
-                    next_eviction_check = time.monotonic() + EVICTION_CHECK
-            except STORE_ERRORS:
-                progress.waiting_for.add(store_name)
-            else:
-                progress.waiting_for.discard(store_name)
-                progress.discovered = max(figures[counters.DISCOVERED], ledger.expected)
-                progress.paused = bool(figures[counters.PAUSE_REQUESTED])
-                progress.counts[RETRYING] = figures[RETRYING]
+            next_eviction_check = _read_figures(
+                progress, pool, crawl_id, ledger, keep_alive, store_name, next_eviction_check
+            )
             if publishers_blocked():
                 progress.waiting_for.add(BLOCKED)
             else:
@@ -256,6 +245,42 @@ def follow(
         ledger.close()
         if output is not None:
             output.close()
+    return _say_the_end(progress, crawl_id, seen_before, interrupted=interrupted)
+
+
+def _read_figures(
+    progress: Progress,
+    pool: StorePool,
+    crawl_id: str,
+    ledger: Ledger,
+    keep_alive: KeepAlive,
+    store_name: str,
+    next_eviction_check: float,
+) -> float:
+    """The crawl's figures from the store into ``progress`` (or ``store_name`` waited
+    for); past ``next_eviction_check``, its evictions read and ``keep_alive`` run too.
+    When the next check is due."""
+    try:
+        figures = _figures(pool, crawl_id)
+        if time.monotonic() >= next_eviction_check:
+            with pool.reserve() as client:
+                progress.evicted = counters.evicted_during(client, crawl_id)
+                keep_alive(client, crawl_id)
+            next_eviction_check = time.monotonic() + EVICTION_CHECK
+    except STORE_ERRORS:
+        progress.waiting_for.add(store_name)
+    else:
+        progress.waiting_for.discard(store_name)
+        progress.discovered = max(figures[counters.DISCOVERED], ledger.expected)
+        progress.paused = bool(figures[counters.PAUSE_REQUESTED])
+        progress.counts[RETRYING] = figures[RETRYING]
+    return next_eviction_check
+
+
+def _say_the_end(
+    progress: Progress, crawl_id: str, seen_before: set[str], *, interrupted: bool
+) -> int:
+    """The summary of a crawl followed to its end (or until Ctrl-C); the exit status."""
     print(progress.summary(interrupted=interrupted), flush=True)
     for url in sorted(seen_before):
         print(f"{url} was crawled in crawl {crawl_id} already: not fetched again.", flush=True)
