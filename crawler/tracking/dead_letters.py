@@ -75,6 +75,16 @@ def replay(
         options = {"replays": int(message.options.get("replays", 0)) + 1}
         if "broker_priority" in message.options:  # --breadth-first
             options["broker_priority"] = message.options["broker_priority"]
+        # The claim and the counters first: a worker may take the message the moment it
+        # is sent, and must find its URL its own again (else its ending is a repeat,
+        # never counted, and the crawl stays one URL short of finished).  Should the
+        # send then fail, the message stays a dead letter, to be replayed again.
+        owner = crawl_of(message)
+        with pool.reserve() as client:
+            name = claims.claim_name(url_of(message), kwargs_of(message).get("sitemap", 0))
+            claims.reopen(client, name, message.message_id, owner, lifetimes)
+            if owner is not None:
+                counters.reopened(client, owner, message.message_id)
         broker.enqueue(
             dramatiq.Message(
                 queue_name=q_name(message.queue_name),
@@ -85,12 +95,6 @@ def replay(
                 message_id=message.message_id,
             )
         )
-        owner = crawl_of(message)
-        with pool.reserve() as client:
-            name = claims.claim_name(url_of(message), kwargs_of(message).get("sitemap", 0))
-            claims.reopen(client, name, message.message_id, owner, lifetimes)
-            if owner is not None:
-                counters.reopened(client, owner, message.message_id)
         return True
 
     return _visit(broker, queue, crawl_id, send_again=send_again), invalid
