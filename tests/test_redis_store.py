@@ -75,7 +75,11 @@ def test_a_crawl_on_a_redis_store_restarted_mid_crawl_fetches_each_page_once(
 
     try:
         crawl = crawl_through(env, site, after=PAGES // 4, fault=restart, timeout=120)
+        # The last message's ending is counted just after its record went to --wait.
+        deadline = time.monotonic() + 30
         status = seed(env, "--status", crawl.crawl_id)
+        while " 0 outstanding," not in status.stdout and time.monotonic() < deadline:
+            status = seed(env, "--status", crawl.crawl_id)
     finally:
         store.shut_down()
 
