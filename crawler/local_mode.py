@@ -291,7 +291,7 @@ def _give_back(
     counts, grew = {}, 0
     with pool.reserve() as client:
         for message in kept:
-            key = claims._deliveries_key(message)
+            key = claims.deliveries_key(message)
             count = client.get(key)
             if count is None:  # never taken, or its attempt ended
                 continue

@@ -224,7 +224,7 @@ def bound_deliveries(
     if redelivered is False:
         deliveries = 1
     else:
-        key = _deliveries_key(message)
+        key = deliveries_key(message)
         added = client.add(key, 1, time=lifetimes.grace if crawl_id is not None else CLAIM_TTL)
         counted = 1 if added else int(client.incr(key))
         deliveries = counted + (1 if redelivered else 0)
@@ -253,7 +253,7 @@ def may_have_unsent_links(
     redelivered = getattr(message, "redelivered", None)
     if not retried and redelivered is False:
         return False
-    if not retried and redelivered is None and client.get(_deliveries_key(message)) is None:
+    if not retried and redelivered is None and client.get(deliveries_key(message)) is None:
         return False
     return bool(client.get(url_hash(url, crawl_id)) != DONE + owner_token(message.message_id))
 
@@ -276,7 +276,9 @@ def claim_message(
     return verdict
 
 
-def _deliveries_key(message: dramatiq.Message[Any]) -> str:
+def deliveries_key(message: dramatiq.Message[Any]) -> str:
+    """Where the deliveries of ``message``'s attempt are counted (``--local --state``
+    gives back those a kill cut short)."""
     attempt = [message.options.get(name, 0) for name in ("retries", "deferrals", "replays")]
     return f"d:{short_id(message.message_id)}:{attempt[0]}:{attempt[1]}:{attempt[2]}"
 
@@ -285,7 +287,7 @@ def attempt_ended(client: StoreClient, message: dramatiq.Message[Any]) -> None:
     """Drop the delivery count of an attempt that ended (none was kept for a RabbitMQ
     message delivered once)."""
     if getattr(message, "redelivered", None) is not False:
-        client.delete(_deliveries_key(message))
+        client.delete(deliveries_key(message))
 
 
 def defer(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int) -> None:
