@@ -65,9 +65,13 @@ class SiteServer:
     #: can answer one URL from two addresses.
     host: str = "127.0.0.1"
     port: int = 0
+    #: From this request on (counting from 1), answers wait until ``release()``: a crawl
+    #: cannot finish before the test has done what it must do while it runs.
+    hold_from: int | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
+        self._released = threading.Event()
         self._httpd = _QuietServer((self.host, self.port), _handler_for(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -88,13 +92,22 @@ class SiteServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def record(self, path: str, host: str = "", user_agent: str = "") -> int:
+    def record(self, path: str, host: str = "", user_agent: str = "") -> tuple[int, int]:
+        """Logs a request: how many of this path so far, and of all paths."""
         with self._lock:
             self.requests.append(Request(path, time.monotonic(), host, user_agent, time.time()))
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             self._lock.notify_all()
-            return sum(request.path == path for request in self.requests)
+            return sum(request.path == path for request in self.requests), len(self.requests)
+
+    def release(self) -> None:
+        """Lets every held answer go, and the ones after it."""
+        self._released.set()
+
+    def wait_if_held(self, count: int) -> None:
+        if self.hold_from is not None and count >= self.hold_from:
+            assert self._released.wait(60), "the site held a request for 60 s: never released"
 
     def answered(self) -> None:
         with self._lock:
@@ -119,10 +132,11 @@ def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:
-            nth = server.record(
+            nth, count = server.record(
                 self.path, self.headers.get("Host", ""), self.headers.get("User-Agent", "")
             )
             try:
+                server.wait_if_held(count)
                 time.sleep(server.delay)
             finally:
                 server.answered()

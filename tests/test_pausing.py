@@ -53,15 +53,18 @@ def test_a_paused_crawl_s_message_is_put_back_unclaimed_with_a_growing_wait(
 def test_a_paused_crawl_fetches_nothing_while_another_runs_then_ends_each_page_once(
     broker_env: str, site: SiteServer, request: pytest.FixtureRequest, memcached: object
 ) -> None:
+    # Answers held while the test pauses the crawl must not time out (and count a retry).
+    failures = {**FAST_FAILURES, "CRAWLER_FETCH_DEADLINE": "8"}
     env = environment(
         **request.getfixturevalue(broker_env),
-        **FAST_FAILURES,
+        **failures,
         CRAWLER_PAUSE_MAX_DELAY_MS="300",
         CRAWLER_CLAIM_TTL=str(CLAIM_TTL),
     )
     pages = 60
     site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
     site.delay = 0.03
+    site.hold_from = 6  # the crawl cannot finish before it is paused
     control = SiteServer().start()
     control.pages.update(generate_site(control.base_url, pages=30, links_per_page=5))
     workers = WorkerProcesses(env, processes=1, threads=2)
@@ -69,10 +72,11 @@ def test_a_paused_crawl_fetches_nothing_while_another_runs_then_ends_each_page_o
         waiting = wait_for_crawl(env, site.url(page_path(0)))
         assert waiting.stdout is not None
         crawl_id = crawl_id_of(waiting.stdout.readline())
-        site.wait_for_requests(5)
+        site.wait_for_requests(6)
         paused = seed(env, "--pause", crawl_id)
         paused_at = time.monotonic()
         status = seed(env, "--status", crawl_id)
+        site.release()
         other = seed(env, control.url(page_path(0)), "--wait")
         # Paused longer than its claims live: its URLs' journal entries answer for them.
         wait_until(lambda: time.monotonic() > paused_at + 3 * CLAIM_TTL, timeout=10)
