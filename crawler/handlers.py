@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import ModuleType
 from typing import Any
 from urllib.parse import urljoin
 
@@ -120,13 +123,28 @@ def load(spec: str) -> Handler:
     if not colon or not module_name or not name:
         raise ValueError(f"{spec!r} is not package.module:function")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_here(module_name)
     except ImportError as e:
         raise ValueError(f"cannot import {module_name!r}: {e}") from e
     handler: Handler | None = getattr(module, name, None)
     if not callable(handler):
         raise ValueError(f"{module_name!r} has no function {name!r}")
     return handler
+
+
+def _import_here(module_name: str) -> ModuleType:
+    """Import ``module_name``, from the current directory too, as ``dramatiq`` finds
+    actors (its ``--path .``): ``crawler crawl --handler mine:f`` run where ``mine.py``
+    is.  The directory joins the path only when the name is found nowhere else."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        here = os.getcwd()
+        top = module_name.partition(".")[0]
+        if e.name != top or here in sys.path or "" in sys.path:
+            raise
+    sys.path.append(here)
+    return importlib.import_module(module_name)
 
 
 class Handlers:
