@@ -1,0 +1,154 @@
+"""A crawl's options from a file and from ``-s``: ``--config FILE`` (TOML) and
+``-s NAME=VALUE``.
+
+A key is a long option's name without its dashes (``max-pages = 3``, ``obey-robots =
+false``, ``header = ["A: 1", "B: 2"]`` for an option that may be given more than
+once); each value is checked by the very type the option's flag has, so a bad value is
+the same usage error.  The command line wins over ``-s``, ``-s`` over the file, the file
+over the defaults.  An unknown key, and a key that is not a crawl option (``help``,
+``config``...), is refused in one line naming it, with the closest option when there
+is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - CPython 3.10
+    import tomli as tomllib
+
+#: Options a file cannot set: they are about the command, not the crawl.
+NOT_SETTINGS = frozenset({"help", "version", "config", "set"})
+
+
+def add_settings(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE`` and ``-s NAME=VALUE``, for :func:`parse_args` to read."""
+    group = parser.add_argument_group("settings")
+    group.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read options from FILE (TOML: max-pages = 3); the command line wins",
+    )
+    group.add_argument(
+        "-s",
+        "--set",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="set one option as a --config file would (repeatable): -s max-pages=3",
+    )
+
+
+def parse_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse.Namespace:
+    """``parser.parse_args(args)``, the options of ``--config`` and ``-s`` its defaults."""
+    early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    early.add_argument("--config")
+    early.add_argument("-s", "--set", action="append", default=[])
+    found, _ = early.parse_known_args(args)
+    settings: dict[str, tuple[str, Any]] = {}
+    if found.config is not None:
+        for name, value in read_file(parser, found.config).items():
+            settings[name] = (f"--config {found.config}", value)
+    for item in found.set:
+        name, equals, text = item.partition("=")
+        if not equals or not name.strip():
+            parser.error(f"-s {item}: not NAME=VALUE")
+        settings[name.strip()] = (f"-s {item}", _value(text))
+    parser.set_defaults(**defaults(parser, settings, given=args))
+    return parser.parse_args(args)
+
+
+def read_file(parser: argparse.ArgumentParser, path: str) -> dict[str, Any]:
+    """The keys and values of a TOML file: a usage error when it cannot be read."""
+    try:
+        with Path(path).open("rb") as file:
+            return tomllib.load(file)
+    except OSError as e:
+        parser.error(f"--config {path}: {e.strerror or e}")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        parser.error(f"--config {path}: not TOML: {e}")
+
+
+def _value(text: str) -> Any:
+    """``-s``'s value as TOML reads it (``3``, ``true``, ``["a", "b"]``), else as text."""
+    try:
+        return tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def defaults(
+    parser: argparse.ArgumentParser,
+    settings: Mapping[str, tuple[str, Any]],
+    *,
+    given: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Each setting (name -> (where it was given, value)) as the value of its option's
+    ``dest``, checked by the option's type; a usage error on the first that is wrong.
+    An option the command line ``given`` repeats itself is left to it alone."""
+    actions = _options(parser)
+    values: dict[str, Any] = {}
+    for name, (where, value) in settings.items():
+        action = actions.get(name)
+        if action is None or name in NOT_SETTINGS:
+            known = [option for option in actions if option not in NOT_SETTINGS]
+            close = difflib.get_close_matches(name, known, 1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            parser.error(f"{where}: {name!r} is not a crawl option{hint}")
+        if _on_command_line(action, given):
+            continue
+        try:
+            converted = _converted(action, value)
+            if action.nargs == 0 and f"--{name}" != action.option_strings[0]:
+                converted = not converted  # no-obey-robots = true: --no-obey-robots
+            values[action.dest] = converted
+        except (argparse.ArgumentTypeError, ValueError, TypeError) as e:
+            parser.error(f"{where}: {name}: {e}")
+    return values
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Each option the parser has, by its long name without dashes (``--no-`` forms too)."""
+    actions: dict[str, argparse.Action] = {}
+    for action in parser._actions:  # argparse has no public list of its actions
+        for option in action.option_strings:
+            if option.startswith("--"):
+                actions[option[2:]] = action
+    return actions
+
+
+def _on_command_line(action: argparse.Action, given: Sequence[str]) -> bool:
+    return any(
+        token == option or token.startswith(option + "=")
+        for token in given
+        for option in action.option_strings
+    )
+
+
+def _converted(action: argparse.Action, value: Any) -> Any:
+    """``value`` as the option's flag would have made it."""
+    if action.nargs == 0:  # a switch: store_true, or --x / --no-x
+        if not isinstance(value, bool):
+            raise ValueError(f"{value!r} is not true or false")
+        return value
+    many = isinstance(action, argparse._AppendAction)
+    if isinstance(value, list) != many:
+        raise ValueError("a list of values" if many else f"{value!r} is one value, not a list")
+    items = value if many else [value]
+    converted = []
+    for item in items:
+        if isinstance(item, (dict, list)) or (isinstance(item, bool) and action.type is not None):
+            raise ValueError(f"{item!r} is not a value this option takes")
+        text = str(item).lower() if isinstance(item, bool) else str(item)
+        result = action.type(text) if callable(action.type) else text
+        if action.choices is not None and result not in action.choices:
+            raise ValueError(f"{item!r} is not one of {', '.join(map(str, action.choices))}")
+        converted.append(result)
+    return converted if many else converted[0]

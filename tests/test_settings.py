@@ -1,0 +1,71 @@
+"""``--config FILE`` and ``-s NAME=VALUE``: a crawl's options kept in a TOML file, each
+checked as its flag is; the command line wins over ``-s``, ``-s`` over the file."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from crawler.cli.settings import add_settings, parse_args
+from crawler.command_line import Parser, add_seeding
+
+
+def crawl_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="crawler crawl")
+    add_seeding(parser, upstream=False)
+    add_settings(parser)
+    return parser
+
+
+def refused(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        parse_args(crawl_parser(), args)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 2 and "See 'crawler crawl --help'." in error  # one line
+    return error.splitlines()[0]
+
+
+def test_a_file_s_options_are_the_defaults_the_command_line_overrides(tmp_path: Path) -> None:
+    config = tmp_path / "crawl.toml"
+    config.write_text(
+        'max-pages = 3\nmax-depth = 2\nobey-robots = false\nexclude = ["/print/", "\\\\.pdf$"]\n'
+        'user-agent = "mine/1.0"\nno-same-site = true\nmax-rate = 2.5\n'
+    )
+    arguments = parse_args(crawl_parser(), ["http://127.0.0.1/", "--config", str(config)])
+    assert (arguments.max_pages, arguments.max_depth, arguments.max_rate) == (3, 2, 2.5)
+    assert arguments.obey_robots is False and arguments.same_site is False
+    assert arguments.exclude == ["/print/", "\\.pdf$"] and arguments.user_agent == "mine/1.0"
+
+    line = ["http://127.0.0.1/", "--config", str(config), "--max-pages", "7", "--exclude", "x"]
+    overridden = parse_args(crawl_parser(), [*line, "-s", "max-depth=5", "-s", "obey-robots=true"])
+    assert (overridden.max_pages, overridden.max_depth) == (7, 5)
+    assert overridden.exclude == ["x"]  # the command line's list, not both
+    assert overridden.obey_robots is True
+    assert parse_args(crawl_parser(), ["http://127.0.0.1/"]).max_pages is None
+
+
+def test_unknown_keys_and_bad_values_are_refused_in_one_line_naming_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "crawl.toml"
+    config.write_text("max-page = 3\n")
+    assert f"--config {config}: 'max-page' is not a crawl option (did you mean 'max-pages'?)" in (
+        refused(["--config", str(config)], capsys)
+    )
+    config.write_text("max-pages = -1\n")
+    assert f"--config {config}: max-pages: " in refused(["--config", str(config)], capsys)
+    config.write_text('max-pages = "many"\n')
+    assert "max-pages: " in refused(["--config", str(config)], capsys)
+    config.write_text("obey-robots = 1\n")
+    assert "obey-robots: 1 is not true or false" in refused(["--config", str(config)], capsys)
+    config.write_text('exclude = "x"\n')
+    assert "exclude: a list of values" in refused(["--config", str(config)], capsys)
+    config.write_text("max-pages = [\n")
+    assert "not TOML" in refused(["--config", str(config)], capsys)
+    assert "No such file or directory" in refused(["--config", str(tmp_path / "none")], capsys)
+    assert "-s help=1: 'help' is not a crawl option" in refused(["-s", "help=1"], capsys)
+    assert "-s max-pages: not NAME=VALUE" in refused(["-s", "max-pages"], capsys)
+    assert "-s max-pages=x: max-pages: " in refused(["-s", "max-pages=x"], capsys)
