@@ -23,6 +23,8 @@ class Page:
     body: bytes
     content_type: str = "text/html; charset=utf-8"
     status: int = 200
+    #: More headers of the answer: ``(("Set-Cookie", "a=1"),)``.
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class Request:
     host: str = ""
     user_agent: str = ""
     wall_time: float = 0.0
+    #: Every header of the request, by its lower-case name.
+    headers: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 #: Answers a request itself: given the handler and how many times (1, 2, ...)
@@ -92,10 +96,14 @@ class SiteServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def record(self, path: str, host: str = "", user_agent: str = "") -> tuple[int, int]:
+    def record(
+        self, path: str, host: str = "", user_agent: str = "", headers: dict[str, str] | None = None
+    ) -> tuple[int, int]:
         """Logs a request: how many of this path so far, and of all paths."""
         with self._lock:
-            self.requests.append(Request(path, time.monotonic(), host, user_agent, time.time()))
+            now = time.monotonic()
+            request = Request(path, now, host, user_agent, time.time(), headers or {})
+            self.requests.append(request)
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             self._lock.notify_all()
@@ -133,7 +141,10 @@ def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             nth, count = server.record(
-                self.path, self.headers.get("Host", ""), self.headers.get("User-Agent", "")
+                self.path,
+                self.headers.get("Host", ""),
+                self.headers.get("User-Agent", ""),
+                {name.lower(): value for name, value in self.headers.items()},
             )
             try:
                 server.wait_if_held(count)
@@ -161,6 +172,8 @@ def send(handler: BaseHTTPRequestHandler, page: Page, **headers: str) -> None:
     handler.send_header("Content-Length", str(len(page.body)))
     for name, value in headers.items():
         handler.send_header(name.replace("_", "-"), value)
+    for name, value in page.headers:
+        handler.send_header(name, value)
     handler.end_headers()
     handler.wfile.write(page.body)
 

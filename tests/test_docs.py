@@ -5,8 +5,11 @@ stays a page a newcomer reads."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -114,3 +117,95 @@ def test_the_crawler_command_answers(command: list[str]) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
+
+
+#: What the docs write for a value a reader fills in, and a value of that kind.
+PLACEHOLDERS = {
+    "URL": "http://127.0.0.1:8000/",
+    "URL...": "http://127.0.0.1:8000/",
+    "ID": "5c0e" + "0" * 28,
+    "CRAWL_ID": "5c0e" + "0" * 28,
+    "N": "2",
+    "FILE": "pages.jsonl",
+    "DIR": "crawl-dir",
+    "PORT": "8501",
+    "R": "5",
+    "RE": "/docs/",
+    "REGEX": "/docs/",
+    "D": "example.org",
+    "DOMAIN": "example.org",
+    "UA": "a-bot/1.0",
+    "MODULE:FUNCTION": "examples.titles:title_and_description",
+    "ADDRESS": "127.0.0.1",
+}
+
+
+def documented_command_lines() -> list[tuple[str, str]]:
+    """Every ``crawler ...`` command line of the README and docs/*.md, with the page it
+    is on: the lines of code blocks (a ``$`` prompt, variables set in front, ``\\``
+    continuations and ``#`` comments allowed), and the code spans of the prose that
+    hold more than ``crawler SUBCOMMAND``, a name. Usage synopses (``[-o FILE]``,
+    ``a | b``) are left out: they are not meant to be run as written."""
+    found = []
+    for page in [PROJECT_ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = page.read_text()
+        lines: list[str] = []
+        for block in re.findall(r"^ *```[^\n]*\n(.*?)^ *```", text, re.M | re.S):
+            lines += re.sub(r"\\\n\s*", " ", block).splitlines()
+        prose = re.sub(r"^ *```.*?^ *```", "", text, flags=re.M | re.S).replace("\n", " ")
+        spans = [
+            _without_variables(s) for s in re.findall(r"`((?:\w+=\S* )*crawler [^`]+)`", prose)
+        ]
+        lines += [s for s in spans if len(s.split()) > 2 or s.split()[1].startswith("-")]
+        for line in map(_without_variables, lines):
+            if line.startswith("crawler ") and not re.search(r"(^|\s)\[|\s\|\s", line):
+                found.append((page.name, line))
+    return found
+
+
+def _without_variables(line: str) -> str:
+    """A command line without its prompt (``$``) and the variables set in front of it."""
+    line = re.sub(r"^\s*\$ ", "", line).strip()
+    return re.sub(r"^(\w+=\S* )+", "", line)
+
+
+def parse_as_the_command_does(line: str) -> str | None:
+    """None when ``crawler`` parses the command ``line`` (placeholders filled in), else
+    what it says."""
+    words = [PLACEHOLDERS.get(w, w) for w in shlex.split(line, comments=True)[1:]]
+    words = [w[:-1] + "0" * (33 - len(w)) if w.endswith("…") else w for w in words]
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+            commands.parser().parse_args([w for w in words if w not in ("...", "…")])
+    except SystemExit as e:
+        if e.code != 0 or not {"--version", "--help"} & set(words):
+            return said.getvalue().strip() or f"exit {e.code}"
+    return None
+
+
+def test_every_documented_crawler_command_line_parses() -> None:
+    """The commands the docs show are ones ``crawler`` takes: no upstream flag given to
+    a subcommand (``crawler crawl --status ID``), no option that is not there, no
+    subcommand without its crawl id."""
+    lines = documented_command_lines()
+    assert len(lines) > 40, lines  # the extraction finds the commands it should
+    assert {page for page, _ in lines} >= {"README.md", "usage.md", "output.md", "fleet.md"}
+    refused = [
+        (page, line, said) for page, line in lines if (said := parse_as_the_command_does(line))
+    ]
+    assert refused == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "crawler crawl --status 5c0e…",  # upstream's flag, not crawler crawl's
+        "crawler crawl URL --no-such-option",
+        "crawler status",  # its crawl id missing
+        "crawler crawl URL --max-d 3",  # never abbreviated
+        "crawler worker --processes 0",
+    ],
+)
+def test_a_command_line_crawler_refuses_is_caught(line: str) -> None:
+    assert parse_as_the_command_does(line) is not None
