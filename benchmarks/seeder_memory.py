@@ -2,6 +2,12 @@
 
     python benchmarks/seeder_memory.py --records 100000 1000000
     python benchmarks/seeder_memory.py --records 2000 --broker rabbitmq   # the smoke run
+    python benchmarks/seeder_memory.py --seeds 1000 100000    # crawler crawl -i FILE
+
+With ``--seeds``, it measures seeding instead: ``crawler crawl -i FILE`` with that many
+seeds in FILE, sent to the benchmark's broker (no worker takes them), and the seeding
+process's peak resident memory (``ru_maxrss``): the messages are made as they are sent,
+so it should not grow with the seeds.
 
 For each count, a seeder process follows a crawl of its own (the very ``follow`` that
 ``--wait`` runs, on a broker and a Memcached of the benchmark's own) while this process
@@ -109,15 +115,54 @@ def measure(broker: str, records: int, tmp: Path) -> dict[str, float]:
     }
 
 
+#: Measures one ``crawler crawl -i FILE`` in a process of its own: its peak RSS, in KiB.
+SEEDING = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+assert done.returncode == 0, done.stderr[-2000:]
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def measure_seeding(broker: str, seeds: int, tmp: Path) -> dict[str, float]:
+    env = broker_env(broker)
+    flush_services(env)
+    seed_file = tmp / f"{seeds}.txt"
+    with seed_file.open("w") as file:
+        for i in range(seeds):
+            file.write(f"http://127.0.0.{1 + i % 3}:9/page/{i}.html\n")
+    command = [str(Path(sys.executable).parent / "crawler"), "crawl", "-i", str(seed_file)]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", SEEDING, *command], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {
+        "seeds": seeds,
+        "seconds": round(time.monotonic() - started, 2),
+        "peak_rss_mib": round(int(done.stdout.split()[-1]) / 1024, 1),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--records", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--seeds", type=int, nargs="+", help="measure crawler crawl -i instead")
     parser.add_argument("--broker", choices=["rabbitmq", "redis"], default="redis")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     arguments = parser.parse_args()
     figures = []
+    if arguments.seeds:
+        with tempfile.TemporaryDirectory() as directory:
+            for seeds in arguments.seeds:
+                figures.append(measure_seeding(arguments.broker, seeds, Path(directory)))
+                print(json.dumps(figures[-1]), flush=True)
+        print(f"{'seeds':>9} {'seconds':>8} {'seeding peak RSS MiB':>21}  ({arguments.broker})")
+        for run in figures:
+            print(f"{run['seeds']:>9} {run['seconds']:>8.1f} {run['peak_rss_mib']:>21.1f}")
+        return 0
     with tempfile.TemporaryDirectory() as directory:
         for records in arguments.records:
             figures.append(measure(arguments.broker, records, Path(directory)))

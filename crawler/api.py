@@ -23,11 +23,14 @@ Options are the command's, in Python's spelling: ``follow_relative=False`` for
 repeatable one (``include=["/docs/"]``); they are checked as the command checks them,
 and a wrong one raises :class:`CrawlError` with the command's words.  The defaults are
 ``crawler crawl``'s (relative links followed, on the seeds' sites, robots.txt obeyed).
+They make a :class:`~crawler.crawl_spec.CrawlSpec` (:meth:`CrawlSpec.from_options
+<crawler.crawl_spec.CrawlSpec.from_options>`), as the command's flags do: no command
+line is parsed.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import itertools
 import queue
 import threading
@@ -35,24 +38,25 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import dramatiq
-
-from crawler import command_line
+from crawler.crawl_spec import CrawlError, CrawlSpec, flag
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.handlers import Handler
 from crawler.records import Record
-from crawler.running import CrawlError, parser_of_crawls, run, seed_messages
+from crawler.running import run, seed_messages
 from crawler.tracking import figures, record_queue, seeder
 from crawler.tracking.ledger import Ledger
+from crawler.tracking.progress import Progress
+from crawler.worker_parts import WorkerParts
 
 
-def _example() -> Any:
-    """``crawler.example``: its actor, stores, lifetimes and handlers, imported when a
-    crawl is first run (importing it makes the broker; ``import crawler`` does not)."""
+def _parts() -> WorkerParts:
+    """The parts :mod:`crawler.example` built (its actor, stores, lifetimes, handlers),
+    imported when a crawl is first run (importing it makes the broker; ``import
+    crawler`` does not)."""
     from crawler import example
 
-    return example
+    return example.parts
 
 
 #: Options the command line treats specially: they print and exit, which no crawl of
@@ -60,37 +64,16 @@ def _example() -> Any:
 SPECIAL_OPTIONS = ("help", "version")
 
 
-def _command_line(urls: Sequence[str], options: Mapping[str, Any]) -> list[str]:
-    """``urls`` and ``options`` as ``crawler crawl``'s arguments: the options, then the
-    URLs after ``--``, values joined to their flags: neither a URL nor a value
-    such as ``-h`` is taken for an option."""
-    if isinstance(urls, str):
-        raise CrawlError("urls must be a list of URLs, not one string")
-    line: list[str] = []
-    for name, value in options.items():
-        flag = "--" + name.replace("_", "-")
-        if name in SPECIAL_OPTIONS:
-            raise CrawlError(f"{name}: {flag} is the command line's; a Crawl has no use for it")
-        if value is None:
-            continue
-        if value is True:
-            line.append(flag)
-        elif value is False:
-            line.append("--no-" + name.replace("_", "-"))
-        elif isinstance(value, (list, tuple)):
-            line += [f"{flag}={item}" for item in value]
-        else:
-            line.append(f"{flag}={value}")
-    return [*line, "--", *urls]
-
-
-def _parsed(line: list[str]) -> argparse.Namespace:
-    """``line`` parsed as ``crawler crawl`` parses it; what the parser refuses, or would
-    exit the process for, is a :class:`CrawlError` in its words."""
-    try:
-        return parser_of_crawls().parse_args(line)
-    except SystemExit as e:  # argparse exits for what it treats specially
-        raise CrawlError(f"the options would exit the process (status {e.code})") from None
+def _spec(urls: Sequence[str], options: Mapping[str, Any]) -> CrawlSpec:
+    """The crawl ``urls`` and the keyword ``options`` describe, checked as ``crawler
+    crawl`` checks its flags (:meth:`CrawlSpec.from_options`); what the command line
+    treats specially is refused."""
+    for name in SPECIAL_OPTIONS:
+        if name in options:
+            raise CrawlError(
+                f"{name}: {flag(name)} is the command line's; a Crawl has no use for it"
+            )
+    return CrawlSpec.from_options(urls, options)
 
 
 _handler_names = itertools.count(1)
@@ -105,8 +88,9 @@ def _handler_option(handlers: Any, handler: str | Handler | None) -> str | None:
     return name
 
 
-#: Held while a :class:`Crawl` runs: ``--local`` takes the process's broker and stores
-#: for its crawl, so a second one at the same time would mix their records.
+#: Held while a :class:`Crawl` runs: ``--local`` keeps the process's stores in memory
+#: for its crawl (claims, counters, rate limits), so a second one at the same time would
+#: mix their claims and records.
 _running = threading.Lock()
 
 RUNNING = (
@@ -121,8 +105,17 @@ class Crawl:
     Iterating it runs the crawl in a thread and yields each URL's record as it ends;
     :meth:`run` runs it to the end; :meth:`stop` stops it (as Ctrl-C does).  One crawl
     runs in a process at a time: starting one (the first record asked for) while
-    another runs raises :class:`CrawlError`, as :func:`seed` does then.  Options the
-    command line treats specially (``help``, ``version``) raise :class:`CrawlError`.
+    another runs raises :class:`CrawlError` (not isolated: the process's stores are the
+    running crawl's), as :func:`seed` does then; one after another, any number run.
+    Options the command line treats specially (``help``, ``version``) raise
+    :class:`CrawlError`.
+
+    It behaves as a library: it prints nothing, redirects no stream and leaves the root
+    logger's handlers and level as the program configured them; what it has to say it
+    logs (``crawler.*`` loggers; the actor's is upstream's ``example``).  Its figures are
+    :attr:`progress` (counts as the crawl goes, :meth:`~crawler.tracking.progress.Progress.line`)
+    and, once it ended, :attr:`summary` (the command line's closing lines) and
+    :attr:`exit_status`.
 
     Parameters:
       urls(Sequence): The seeds.
@@ -133,6 +126,9 @@ class Crawl:
         again carries on after an interruption.
       output(Path): Write the records there too (``--output``).
       options: Any other option of ``crawler crawl`` (see the module's text).
+
+    Its :attr:`spec` is the crawl they describe, a :class:`~crawler.crawl_spec.CrawlSpec`
+    made (and checked) with the ``Crawl``.
     """
 
     def __init__(
@@ -145,35 +141,36 @@ class Crawl:
         output: str | Path | None = None,
         **options: Any,
     ) -> None:
-        example = self._example = _example()
-        handler_name = _handler_option(example.handlers, handler)
+        parts = self._parts = _parts()
+        handler_name = _handler_option(parts.handlers, handler)
         extra = {"threads": threads, "state": state, "output": output, "handler": handler_name}
-        self._arguments = _parsed(_command_line(urls, {**options, **extra, "local": True}))
+        self.spec = _spec(urls, {**options, **extra, "local": True})
         self._records: queue.Queue[Record | None] = queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.exit_status: int | None = None
         self.error: BaseException | None = None
+        #: The crawl's counts as it goes, shown nowhere.
+        self.progress = Progress(stream=None)
+        #: What ``crawler crawl --local`` prints at the end, once the crawl ended.
+        self.summary: str | None = None
 
     def _run(self) -> None:
-        broker = self._example.crawl.broker
         try:
             self.exit_status = run(
-                self._arguments,
-                self._example.crawl,
-                self._example.stores,
-                self._example.lifetimes,
-                self._example.handlers,
+                self.spec,
+                self._parts,
                 on_record=self._records.put,
                 stop=self._stop,
+                progress=self.progress,
             )
+            self.summary = self.progress.summary(interrupted=self.exit_status == 130)
         except BaseException as e:  # handed to the caller's thread by __iter__
             self.error = e
         finally:
-            # The process's broker and stores as they were: --local's are this crawl's.
-            self._example.crawl.broker = broker
-            dramatiq.set_broker(broker)
-            self._example.stores.leave_memory()
+            # The process's stores as they were: --local's are this crawl's (its broker
+            # and actors are its own: the process's are untouched).
+            self._parts.stores.leave_memory()
             _running.release()  # before the last record: the next Crawl may start
             self._records.put(None)
 
@@ -231,18 +228,18 @@ class WorkersCrawl:
     def records(self) -> Iterator[Record]:
         """Each URL's final record, once, until the crawl is finished (seeded with
         ``records=True``); broker outages are waited out."""
-        example = _example()
+        parts = _parts()
         if self._reader is None:
             raise CrawlError("seed the crawl with records=True to read its records")
         ledger = Ledger()
         ledger.expect(self._seeds)
-        keep_alive = KeepAlive(example.lifetimes.grace)
+        keep_alive = KeepAlive(parts.lifetimes.grace)
         try:
             for arrived in seeder.arrivals(self._reader, ledger):
                 if not isinstance(arrived, str):
                     yield arrived
                 elif arrived == seeder.POLLED:
-                    with example.stores.reserve() as client:
+                    with parts.stores.reserve() as client:
                         keep_alive(client, self.crawl_id)
         finally:
             ledger.close()
@@ -259,8 +256,8 @@ class WorkersCrawl:
         _mark(self.crawl_id, counters.pause)
 
     def resume(self) -> None:
-        example = _example()
-        with example.stores.reserve() as client:
+        parts = _parts()
+        with parts.stores.reserve() as client:
             counters.resume(client, self.crawl_id)
 
 
@@ -278,39 +275,41 @@ def seed(
       handler(str): The page handler its pages go through, one the workers loaded.
       options: Any option of ``crawler crawl`` (see the module's text).
     """
-    example = _example()
-    arguments = _parsed(_command_line(urls, {**options, "handler": handler}))
-    if _running.locked():  # the process's broker is the local crawl's
+    parts = _parts()
+    if options.get("local"):
+        raise CrawlError("local: seed() sends a crawl to the workers; Crawl() runs one here")
+    spec = _spec(urls, {**options, "handler": handler})
+    if _running.locked():  # the process's stores are the local crawl's
         raise CrawlError(RUNNING)
-    try:
-        crawl_options = command_line.from_arguments(
-            arguments, arguments.urls, collect_records=records
-        )
-    except argparse.ArgumentTypeError as e:
-        raise CrawlError(str(e)) from e
+    crawl_options = dataclasses.replace(
+        spec.options,
+        collect_records=records,
+        batched_records=records,
+        records_without_links=False,
+    )
     assert crawl_options.crawl_id is not None
-    messages = seed_messages(example.crawl, arguments.urls, crawl_options)
-    reader = record_queue.Reader(example.crawl.broker, crawl_options.crawl_id) if records else None
-    with example.stores.reserve() as client:
-        counters.start(client, crawl_options.crawl_id, len(messages), example.lifetimes.grace)
-        counters.note_evictions_at_start(client, crawl_options.crawl_id, example.lifetimes.grace)
+    messages = seed_messages(parts.crawl, spec.seed_urls, crawl_options)
+    reader = record_queue.Reader(parts.crawl.broker, crawl_options.crawl_id) if records else None
+    with parts.stores.reserve() as client:
+        counters.start(client, crawl_options.crawl_id, len(messages), parts.lifetimes.grace)
+        counters.note_evictions_at_start(client, crawl_options.crawl_id, parts.lifetimes.grace)
         about = seeder.about(messages, "workers")
-        figures.describe(client, crawl_options.crawl_id, about, example.lifetimes.grace)
-    sent = [example.crawl.broker.enqueue(message).message_id for message in messages]
+        figures.describe(client, crawl_options.crawl_id, about, parts.lifetimes.grace)
+    sent = [parts.crawl.broker.enqueue(message).message_id for message in messages]
     return WorkersCrawl(crawl_options.crawl_id, sent, reader)
 
 
 def status(crawl_id: str) -> dict[str, int] | None:
     """A crawl's figures (``crawler status``); None for a crawl the store does not know."""
-    example = _example()
-    with example.stores.reserve() as client:
+    parts = _parts()
+    with parts.stores.reserve() as client:
         return counters.read(client, crawl_id)
 
 
 def _mark(crawl_id: str, mark: Callable[[Any, str, int], None]) -> None:
-    example = _example()
-    with example.stores.reserve() as client:
-        mark(client, crawl_id, example.lifetimes.grace)
+    parts = _parts()
+    with parts.stores.reserve() as client:
+        mark(client, crawl_id, parts.lifetimes.grace)
 
 
 __all__ = ["Crawl", "CrawlError", "WorkersCrawl", "seed", "status"]

@@ -22,12 +22,14 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from crawler import cli, command_line, handlers
+from crawler.cli import settings
 
 #: ``crawler worker``'s defaults: Dramatiq's own (a process a core, 8 threads each).
 WORKER_THREADS = 8
 
 
 def parser() -> argparse.ArgumentParser:
+    """The `crawler` command: its subcommands and their flags."""
     command = command_line.Parser(
         prog="crawler",
         description="A distributed web crawler on Dramatiq (RabbitMQ, or Redis with REDIS=1).",
@@ -41,7 +43,32 @@ def parser() -> argparse.ArgumentParser:
         " in this process with --local.",
     )
     command_line.add_seeding(crawl, upstream=False)
+    settings.add_settings(crawl)
     crawl.set_defaults(usage=crawl)  # its usage errors name "crawler crawl"
+    _add_worker(commands)
+    dashboard = commands.add_parser(
+        "dashboard",
+        help="serve a live page of every crawl (read-only), on 127.0.0.1 by default",
+        description="Serve a live page of every crawl, read-only: recent crawls, and for"
+        " each its figures, rates, outcomes, hosts, failures and queue.",
+    )
+    dashboard.add_argument(
+        "--port", type=_bounded(1, 65535), default=8500, help="its port (default 8500)"
+    )
+    dashboard.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1: this machine only)",
+    )
+    for name, text in cli.ACTIONS.items():
+        one = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        one.add_argument("crawl_id", metavar="CRAWL_ID")
+    return command
+
+
+def _add_worker(commands: argparse._SubParsersAction[Any]) -> None:
+    """``crawler worker``: Dramatiq's worker command, with its processes, threads and
+    page handlers."""
     worker = commands.add_parser(
         "worker",
         help="run Dramatiq workers for crawls (dramatiq crawler.example)",
@@ -70,42 +97,27 @@ def parser() -> argparse.ArgumentParser:
         help="load this page handler, for the crawls that choose it (repeatable;"
         " CRAWLER_HANDLERS too)",
     )
-    dashboard = commands.add_parser(
-        "dashboard",
-        help="serve a live page of every crawl (read-only), on 127.0.0.1 by default",
-        description="Serve a live page of every crawl, read-only: recent crawls, and for"
-        " each its figures, rates, outcomes, hosts, failures and queue.",
-    )
-    dashboard.add_argument(
-        "--port", type=_bounded(1, 65535), default=8500, help="its port (default 8500)"
-    )
-    dashboard.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="the address to listen on (default 127.0.0.1: this machine only)",
-    )
-    for name, text in cli.ACTIONS.items():
-        one = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
-        one.add_argument("crawl_id", metavar="CRAWL_ID")
-    return command
 
 
 def main(args: list[str] | None = None) -> int:
     command = parser()
-    arguments = command.parse_args(sys.argv[1:] if args is None else args)
+    args = sys.argv[1:] if args is None else args
+    if args[:1] == ["crawl"]:  # --config and -s: the crawl's options from a file, or one by one
+        settings.read_into(_subcommand(command, "crawl"), args[1:])
+    arguments = command.parse_args(args)
     if arguments.command == "worker":
         return worker(arguments)
     from crawler import example  # the actor, its broker and stores: for what follows only
 
-    crawl, stores, lifetimes = example.crawl, example.stores, example.lifetimes
+    parts = example.parts
     if arguments.command == "dashboard":
         from crawler import dashboard
         from crawler.dashboard.reading import Reader
 
-        return dashboard.serve(Reader(stores, crawl), arguments.host, arguments.port)
+        return dashboard.serve(Reader(parts.stores, parts.crawl), arguments.host, arguments.port)
     if arguments.command == "crawl":
-        return cli.seed(arguments.usage, arguments, crawl, stores, lifetimes, example.handlers)
-    return cli.about_crawl(arguments.command, arguments.crawl_id, crawl, stores, lifetimes)
+        return cli.seed(arguments.usage, arguments, parts)
+    return cli.about_crawl(arguments.command, arguments.crawl_id, parts)
 
 
 def worker(arguments: argparse.Namespace) -> int:
@@ -124,6 +136,15 @@ def worker(arguments: argparse.Namespace) -> int:
     command += ["--processes", str(arguments.processes), "--threads", str(arguments.threads)]
     sys.stdout.flush()
     os.execv(sys.executable, command)
+
+
+def _subcommand(command: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``name``."""
+    for action in command._actions:  # argparse has no public list of its subcommands
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    raise LookupError(name)
 
 
 def _bounded(low: int, high: int) -> Any:

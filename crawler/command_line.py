@@ -1,43 +1,23 @@
 """The crawl on the command line: its parser (:class:`Parser`, :func:`add_seeding`),
-argparse's arguments and types, each type checking its value by the very rule a
-message's option meets on a worker (:data:`crawler.options.RULES`), said as a usage
-error; the ``crawler`` command, the seeder and the Python API all parse with these."""
+argparse's arguments and types, each type the check of :mod:`crawler.crawl_spec` its
+option's value meets (the very rule a message's option meets on a worker,
+:data:`crawler.options.RULES`), said as a usage error; :func:`spec_of` makes the
+:class:`~crawler.crawl_spec.CrawlSpec` the flags describe.  The ``crawler`` command and
+the seeder parse with these; the Python API checks its keywords by the same checks."""
 
 from __future__ import annotations
 
 import argparse
-import errno
-import os
-import re
-import uuid
+import difflib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
-from urllib.parse import urlsplit
 
-from crawler.errors import InvalidMessage
-from crawler.links.sites import site_of
-from crawler.options import (
-    ABOVE_ZERO,
-    DEFAULT_USER_AGENT,
-    DIRECTORY,
-    HEADER_VALUE,
-    PER_HOST,
-    RATE,
-    WHOLE,
-    CrawlOptions,
-    Rule,
-    canonical_http_url,
-    handler_name,
-    host_name,
-    regular_expression,
-    whole_between,
-)
+from crawler import crawl_spec
+from crawler.crawl_spec import OPTIONS, BadValue, CrawlSpec
+from crawler.options import DEFAULT_USER_AGENT
 
 T = TypeVar("T")
-
-
-#: The crawl options whose default ``crawler crawl`` turns on (``--upstream``: off).
-CRAWLER_DEFAULTS = ("follow_relative", "same_site", "obey_robots")
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, upstream: bool = True) -> None:
@@ -60,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, upstream: bool = True) -> 
     _add_scope(group, switch, upstream=upstream)
     _add_bounds(group)
     _add_fetching(group, switch, upstream=upstream)
+    _add_http(group)
 
 
 def _default_note(upstream: bool) -> str:
@@ -170,193 +151,83 @@ def _add_fetching(
     )
 
 
-def from_arguments(
-    arguments: argparse.Namespace,
-    seeds: list[str],
-    *,
-    local: bool = False,
-    collect_records: bool = False,
-    records_without_links: bool = False,
-) -> CrawlOptions:
-    """The options a seeding chose, under a new crawl id or the one ``--crawl-id`` names,
-    checked as workers check a message's (a usage error, ``ArgumentTypeError``, if not).
-
-    ``local``: the crawl runs in this process (``--local``), so ``--warc`` names a
-    directory here, made if missing; else one under the workers' ``CRAWLER_WARC_DIR``.
-    """
-    resolve_defaults(arguments)
-    warc = arguments.warc
-    if warc is not None:
-        warc = warc_directory(warc) if local else warc_name(warc)
-    domains = [domain.lower().strip(".") for domain in arguments.allow_domain]
-    if arguments.same_domain:
-        domains += [(urlsplit(url).hostname or "").lower() for url in seeds]
-    sites = [site_of(urlsplit(url).hostname or "") for url in seeds] if arguments.same_site else []
-    options = CrawlOptions(
-        follow_relative=arguments.follow_relative,
-        allowed_domains=tuple(dict.fromkeys(domains)),
-        max_depth=arguments.max_depth,
-        max_pages=arguments.max_pages,
-        obey_robots=arguments.obey_robots,
-        max_rate=arguments.max_rate,
-        user_agent=arguments.user_agent,
-        include=tuple(arguments.include),
-        exclude=tuple(arguments.exclude),
-        allowed_sites=tuple(dict.fromkeys(sites)),
-        max_per_host=arguments.max_per_host,
-        max_pages_per_host=arguments.max_pages_per_host,
-        sitemaps=arguments.sitemaps,
-        breadth_first=arguments.breadth_first,
-        warc=warc,
-        collect_records=collect_records,
-        batched_records=collect_records,
-        records_without_links=records_without_links,
-        handler=arguments.handler,
-        crawl_id=getattr(arguments, "crawl_id", None) or uuid.uuid4().hex,
+def _add_http(group: argparse._ArgumentGroup) -> None:
+    """The crawl's own HTTP settings: kept to its requests, never another crawl's."""
+    group.add_argument(
+        "--header",
+        type=_flag_type(crawl_spec.header),
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="send this header with every request of the crawl (repeatable)",
     )
-    try:  # what workers will check: the same code, so the seeder never sends what they refuse
-        CrawlOptions.from_message(options.to_message())
-    except InvalidMessage as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
-    return options
-
-
-def resolve_defaults(arguments: argparse.Namespace) -> None:
-    """``crawler crawl``'s switches left unset (None) take their default: on, unless
-    ``--upstream``; ``--same-site`` is off with ``--same-domain`` or ``--allow-domain``.
-    Raises ``ArgumentTypeError`` for ``--same-domain`` with ``--same-site``."""
-    if arguments.same_domain and arguments.same_site:
-        raise argparse.ArgumentTypeError("--same-domain and --same-site: choose one")
-    if arguments.same_site is None and (arguments.same_domain or arguments.allow_domain):
-        arguments.same_site = False
-    upstream = getattr(arguments, "upstream", False)
-    for name in CRAWLER_DEFAULTS:
-        if getattr(arguments, name) is None:
-            setattr(arguments, name, not upstream)
-
-
-def crawl_id(value: str) -> str:
-    """An ``argparse`` type: a crawl id as the seeder prints it (32 hex digits)."""
-    if not re.fullmatch(r"[0-9a-f]{32}", value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a crawl id (32 hex digits)")
-    return value
-
-
-def whole_number(value: str) -> int:
-    """An ``argparse`` type: a whole number (``max_depth``'s rule)."""
-    return _parsed(value, _digits(value), WHOLE)
-
-
-def positive_int(value: str) -> int:
-    """An ``argparse`` type: a whole number above zero (``max_pages``' rule)."""
-    return _parsed(value, _digits(value), ABOVE_ZERO)
-
-
-#: ``--threads`` at most: a thread a fetch in flight, each with its connections.
-MAX_THREADS = 512
-
-
-def threads(value: str) -> int:
-    """An ``argparse`` type: ``--local``'s threads, 1 to ``MAX_THREADS``."""
-    return _parsed(
-        value,
-        _digits(value),
-        Rule(f"a whole number from 1 to {MAX_THREADS}", whole_between(1, MAX_THREADS)),
+    group.add_argument(
+        "--cookies",
+        type=_flag_type(crawl_spec.cookies),
+        metavar="on|off",
+        help="keep the cookies the crawl's sites set, within this crawl (default on)",
+    )
+    group.add_argument(
+        "--proxy",
+        type=_flag_type(crawl_spec.proxy),
+        metavar="URL",
+        help="send every request of the crawl through this http(s) proxy",
+    )
+    group.add_argument(
+        "--timeout",
+        type=_flag_type(crawl_spec.timeout),
+        metavar="SECONDS",
+        help="a fetch may take this long at most (below the workers' own deadline)",
+    )
+    group.add_argument(
+        "--retries",
+        type=_flag_type(crawl_spec.retries),
+        metavar="N",
+        help="retry a failed fetch N times at most (0 to 3; default 3)",
+    )
+    group.add_argument(
+        "--auth-env",
+        type=_flag_type(crawl_spec.auth_env),
+        action="append",
+        metavar="HOST=CRAWLER_AUTH_NAME",
+        help="HTTP Basic credentials for HOST, 'user:password' in the workers' variable"
+        " CRAWLER_AUTH_NAME (repeatable; no secret is put in a message)",
     )
 
 
-def rate(value: str) -> float:
-    """An ``argparse`` type: ``--max-rate``'s number (``nan``, ``inf`` and ``1e309``,
-    which float() takes, would fail every page of the crawl)."""
-    try:
-        number: float | None = float(value)
-    except ValueError:
-        number = None
-    return _parsed(value, number, RATE)
+def spec_of(arguments: argparse.Namespace) -> CrawlSpec:
+    """The crawl the flags of :func:`add_seeding` describe (each value argparse parsed,
+    None or its default for a flag not given), made as any crawl is made
+    (:meth:`CrawlSpec.from_options`): raises :class:`~crawler.crawl_spec.CrawlError`."""
+    given = {name: value for name, value in vars(arguments).items() if name in OPTIONS}
+    return CrawlSpec.from_options(arguments.urls, given)
 
 
-def per_host(value: str) -> int:
-    """An ``argparse`` type: ``--max-per-host``'s number."""
-    return _parsed(value, _digits(value), PER_HOST)
+def _flag_type(check: Callable[[str], T]) -> Callable[[str], T]:
+    """An ``argparse`` type: ``check`` (:mod:`crawler.crawl_spec`'s, which the Python
+    API checks its keywords by), its :class:`BadValue` said as a usage error."""
+
+    def flag_type(value: str) -> T:
+        try:
+            return check(value)
+        except BadValue as e:
+            raise argparse.ArgumentTypeError(str(e)) from e
+
+    flag_type.__name__ = flag_type.__qualname__ = check.__name__
+    return flag_type
 
 
-def domain_name(value: str) -> str:
-    """An ``argparse`` type: a host name or IP address (:func:`host_name`)."""
-    try:
-        return host_name(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a domain name") from e
-
-
-def pattern(value: str) -> str:
-    """An ``argparse`` type: a regular expression RE2 compiles."""
-    return _parsed(value, value, Rule("a regular expression", regular_expression))
-
-
-def port(value: str) -> int:
-    """A TCP port: a whole number from 1 to 65535."""
-    if not (value.isascii() and value.isdigit() and 1 <= int(value) <= 65535):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a port (1 to 65535)")
-    return int(value)
-
-
-def handler_name_argument(value: str) -> str:
-    """``--handler``'s type: ``package.module:function``."""
-    try:
-        return handler_name(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a handler's name: package.module:function"
-        ) from None
-
-
-def user_agent(value: str) -> str:
-    """An ``argparse`` type: a header value (:func:`header_value`)."""
-    return _parsed(value, value, HEADER_VALUE)
-
-
-def warc_name(value: str) -> str:
-    """An ``argparse`` type: ``--warc``'s directory, as a message may carry it (with
-    workers, it lands under their ``CRAWLER_WARC_DIR``)."""
-    return _parsed(value, value, DIRECTORY)
-
-
-def _digits(value: str) -> int | None:
-    return int(value) if value.isascii() and value.isdigit() else None
-
-
-def _parsed(text: str, value: Any, rule: Rule[T]) -> T:
-    """``text`` from the command line, parsed as ``value``, checked by ``rule``: the
-    check a message's option meets, said as a usage error."""
-    try:
-        return rule.check(value)
-    except ValueError as e:
-        detail = f": {e}" if str(e) else ""
-        raise argparse.ArgumentTypeError(f"{text!r} is not {rule.must_be}{detail}") from e
-
-
-def warc_directory(value: str) -> str:
-    """``--local``'s ``--warc``: a directory of this machine to write WARC files in,
-    made if missing, as an absolute path without ``..``; or ``ArgumentTypeError``."""
-    directory = Path(os.path.abspath(Path(value).expanduser()))
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        if not os.access(directory, os.W_OK | os.X_OK):
-            raise PermissionError(errno.EACCES, "permission denied")
-    except OSError as e:
-        raise argparse.ArgumentTypeError(
-            f"cannot write WARC files in {value!r}: {e.strerror or e}"
-        ) from e
-    return str(directory)
-
-
-def http_url(value: str) -> str:
-    """An ``argparse`` type: an absolute http(s) URL, in its canonical form
-    (:func:`canonical_http_url`)."""
-    try:
-        return canonical_http_url(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{value!r} {e}") from e
+crawl_id = _flag_type(crawl_spec.crawl_id)
+whole_number = _flag_type(crawl_spec.whole_number)
+positive_int = _flag_type(crawl_spec.positive_int)
+threads = _flag_type(crawl_spec.threads)
+rate = _flag_type(crawl_spec.rate)
+per_host = _flag_type(crawl_spec.per_host)
+domain_name = _flag_type(crawl_spec.domain_name)
+pattern = _flag_type(crawl_spec.pattern)
+port = _flag_type(crawl_spec.port)
+handler_name_argument = _flag_type(crawl_spec.handler)
+user_agent = _flag_type(crawl_spec.user_agent)
+http_url = _flag_type(crawl_spec.http_url)
 
 
 class Parser(argparse.ArgumentParser):
@@ -368,7 +239,33 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        message += _closest_option(self, message)
         self.exit(2, f"{self.prog}: error: {message}\nSee '{self.prog} --help'.\n")
+
+
+def _closest_option(parser: argparse.ArgumentParser, message: str) -> str:
+    """For an unknown option, `` (did you mean --max-pages?)``: the closest one known to
+    ``parser`` or its subcommands."""
+    if not message.startswith("unrecognized arguments: "):
+        return ""
+    known = list(_option_strings(parser))
+    for token in message.removeprefix("unrecognized arguments: ").split():
+        name = token.partition("=")[0]
+        if not name.startswith("-"):
+            continue
+        close = [o for o in known if o.lower() == name.lower()]
+        close = close or difflib.get_close_matches(name, known, 1)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> Iterator[str]:
+    for action in parser._actions:  # argparse has no public list of its actions
+        yield from action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for subcommand in action.choices.values():
+                yield from _option_strings(subcommand)
 
 
 def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
@@ -376,6 +273,13 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
     parser.add_argument("urls", metavar="url", nargs="*", type=http_url, help="an http(s) URL")
     add_arguments(parser, upstream=upstream)
     running = parser.add_argument_group("how the crawl runs")
+    running.add_argument(
+        "-i",
+        "--input-file",
+        metavar="FILE",
+        help="also crawl the URLs of FILE, one a line (# comments and blank lines skipped;"
+        " - for standard input), all checked before anything is sent",
+    )
     running.add_argument(
         "--wait", action="store_true", help="workers' crawl: show its progress until it ends"
     )

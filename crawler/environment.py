@@ -5,6 +5,7 @@ Every name here is documented in the README's configuration table.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -122,6 +123,12 @@ class Limits:
     max_backoff: int = 300_000
     store_patience: float = 15.0
     pause_max_delay: int = 30_000
+
+    def within(self, timeout: float | None) -> Limits:
+        """These limits, a fetch's deadline cut to a crawl's ``--timeout`` when shorter."""
+        if timeout is None or timeout >= self.fetch_deadline:
+            return self
+        return dataclasses.replace(self, fetch_deadline=timeout)
 
 
 #: The actor's ``time_limit``, in seconds; a fetch's deadline must stay below it.

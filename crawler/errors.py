@@ -4,6 +4,7 @@ A :class:`PermanentError` is in the actor's ``throws``: the message is not
 retried and goes straight to the dead-letter queue.  A :class:`TransientError`
 is a :class:`dramatiq.Retry`: the message is retried with backoff (or after the
 delay the server asked for) until ``max_retries`` runs out, then dead-lettered.
+An :class:`Answered` 4xx is neither: the URL's record says its status.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ def shown(url: str, limit: int = SHOWN_URL) -> str:
 
 
 class PermanentError(Exception):
-    """Retrying cannot help: a 4xx answer, a bad URL, a redirect loop, a page too large.
+    """Retrying cannot help: a bad URL, a redirect loop, a page too large (or a 4xx
+    answer: :class:`Answered`).
 
     Parameters:
       reason(str): What went wrong, in words for the log.
@@ -34,7 +36,8 @@ class PermanentError(Exception):
 
 
 class TransientError(dramatiq.Retry):
-    """Retrying may help: a connection error, a timeout, a 5xx or 429 answer, Memcached down.
+    """Retrying may help: a connection error, a timeout, a 5xx, 408 or 429 answer,
+    Memcached down.
 
     Parameters:
       reason(str): What went wrong, in words for the log.
@@ -49,6 +52,28 @@ class TransientError(dramatiq.Retry):
 
     def __str__(self) -> str:
         return self.reason
+
+
+class Answered(PermanentError):
+    """The server answered with a 4xx status other than 408 and 429 (404 Not Found, 410
+    Gone, 403 Forbidden...): the URL's answer, not a failure.  No retry can change it, and
+    the actor's wrapper (:func:`crawler.failures.reports_failures`) makes it the URL's
+    record (outcome ``answered``, with its status) instead of a dead letter.  A robots.txt
+    or sitemap fetch reads it as the :class:`PermanentError` with a status it is.
+
+    Parameters:
+      reason(str): ``HTTP 404 Not Found``.
+      status(int): The HTTP status.
+      content_type(str): The answer's ``Content-Type``, when it had one.
+      kept(object): What ``--warc`` made of the response (its ``Stored``), or None.
+    """
+
+    def __init__(
+        self, reason: str, status: int, content_type: str | None = None, kept: object = None
+    ) -> None:
+        super().__init__(reason, status=status)
+        self.content_type = content_type
+        self.kept = kept
 
 
 class InvalidMessage(PermanentError):

@@ -1,4 +1,5 @@
-"""Dramatiq's web-crawler example: a distributed crawler in one actor.
+"""Dramatiq's web-crawler example: a distributed crawler in one actor (and, for
+``--sitemaps``, a second one on its queue).
 
 Run workers with ``dramatiq crawler.example`` and seed a crawl with
 ``python -m crawler.example URL``.  ``REDIS=1`` selects the Redis broker.
@@ -26,18 +27,21 @@ from crawler.environment import (
 )
 from crawler.errors import PermanentError
 from crawler.failures import reports_failures
-from crawler.fetching import fetch, new_session
-from crawler.frontier import claims, politeness, sitemaps
+from crawler.fetching import fetch
+from crawler.fetching.sessions import Sessions
+from crawler.frontier import claims, scope, sitemaps
 from crawler.frontier.scope import child_arguments, links_to_follow, priority, report_dropped
 from crawler.handlers import Handlers, Page, followed, page_of
 from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
+from crawler.middleware import actor_for
 from crawler.options import CrawlOptions
-from crawler.outcomes import DEFERRED, DUPLICATE, PAUSED
+from crawler.outcomes import DUPLICATE
 from crawler.records import Record
 from crawler.stores import Stores
 from crawler.tracking import record_queue
 from crawler.tracking.bookkeeping import keep_books
+from crawler.worker_parts import WorkerParts
 
 logger = logging.getLogger("example")
 stores = Stores()  # memcache_pool (MEMCACHED_SERVERS, or DEDUP_URL), rate limits, --warc files
@@ -60,11 +64,11 @@ keep_books(
 dramatiq.set_broker(broker)
 
 
-def get_session() -> requests.Session:
-    session = getattr(state, "session", None)
-    if session is None:
-        session = state.session = new_session()
-    return session
+def get_session(crawl_options: CrawlOptions) -> requests.Session:
+    sessions = getattr(state, "sessions", None)
+    if sessions is None:
+        sessions = state.sessions = Sessions()  # a session a crawl: no cookie crosses crawls
+    return sessions.get(crawl_options)
 
 
 def find_anchors(
@@ -103,59 +107,31 @@ def find_anchors(
 @reports_failures
 @messages.checked
 def crawl(
-    url: str,
-    depth: int = 0,
-    options: dict[str, Any] | None = None,
-    via_public: bool = False,
-    sitemap: int = 0,
-    listed: dict[str, list[str]] | None = None,
+    url: str, depth: int = 0, options: dict[str, Any] | None = None, via_public: bool = False
 ) -> Record:
     crawl_options = CrawlOptions.from_message(options)
-    message = claims.current_message(crawl, url)
+    actor = actor_for(crawl)  # of the broker this message came from: --local's has its own
+    message = claims.current_message(actor, url)
     handler = handlers.chosen(crawl_options.handler)  # --handler: one this worker loaded
     keeper = keeper_of(message, crawl_options, options)  # --warc: every response kept
-    with stores.memcache_pool.reserve() as client:
-        skipped, first_delivery = claims.take(
-            client, message, url, sitemap, crawl_options, limits, lifetimes
-        )
+    skipped, links = claims.take_url(stores, actor, message, url, crawl_options, limits, lifetimes)
     if skipped == DUPLICATE:
         logger.warning("URL %r has already been visited. Skipping...", url)
-    if skipped == PAUSED:  # `crawler pause`: back to the broker a while, retries untouched
-        claims.put_back_paused(crawl.broker, message, limits.pause_max_delay)
-    if skipped is not None:  # a duplicate, cancelled, paused or over the crawl's budget
+    if skipped is not None:  # a duplicate, cancelled, paused (put back a while) or over budget
         return records.skipped_record(url, skipped)
-    links = claims.Links(
-        crawl, message.message_id, crawl_options.crawl_id, lifetimes, first_delivery
-    )
-    if listed is not None:  # --sitemaps: a part of a long sitemap's URLs, to send on
-        return sitemaps.send_part(stores, links, url, sitemap, listed, options, via_public)
 
-    session = get_session()
-    slot, skipped = politeness.take_turn(
-        stores, session, url, crawl_options, limits=limits, via_public=via_public
+    session = get_session(crawl_options)
+    slot, skipped = claims.turn_or_defer(  # robots.txt, --max-rate, --max-per-host
+        stores, actor.broker, message, session, url, crawl_options, limits, via_public=via_public
     )
-    if skipped == DEFERRED:  # over --max-rate, or the host's places all taken
-        claims.defer(crawl.broker, message, delay=politeness.defer_delay())
-    if slot is None:
+    if slot is None:  # disallowed, or deferred (sent again a while later)
         return records.skipped_record(url, str(skipped))
-    if sitemap:  # --sitemaps: a sitemap to read (or robots.txt, naming them), not a page
-        return sitemaps.read_sitemap(
-            stores,
-            links,
-            session,
-            url,
-            sitemap,
-            slot,
-            options,
-            limits=limits,
-            via_public=via_public,
-        )
 
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
     page: Page | None = None
-    agent = crawl_options.user_agent
-    with slot, fetch(session, url, limits, agent, via_public=via_public, keeper=keeper) as fetched:
+    agent, bounds = crawl_options.user_agent, limits.within(crawl_options.timeout)  # --timeout
+    with slot, fetch(session, url, bounds, agent, via_public=via_public, keeper=keeper) as fetched:
         body, stored = warc.read_page(fetched, limits, keeper)
         if body is None:
             logger.warning("Skipping URL %r since it's not HTML.", url)
@@ -178,6 +154,25 @@ def crawl(
     )
 
 
+@dramatiq.actor(queue_name=QUEUE, actor_name=scope.SITEMAP_ACTOR, **crawl.options)  # --sitemaps
+@reports_failures
+@messages.checked
+def crawl_sitemap(
+    url: str,
+    depth: int = 0,
+    options: dict[str, Any] | None = None,
+    via_public: bool = False,
+    sitemap: int = 1,
+    listed: dict[str, list[str]] | None = None,
+) -> Record:
+    """Read a sitemap (robots.txt, at ``sitemap`` level 1, names them), or send on a part
+    of a long one's URLs (``listed``): the pages it lists are ``crawl`` messages."""
+    return sitemaps.crawl_sitemap(
+        actor_for(crawl), stores, get_session, url, sitemap, listed, options, via_public,
+        limits=limits, lifetimes=lifetimes,
+    )  # fmt: skip
+
+
 def keeper_of(
     message: dramatiq.Message[Any], crawl_options: CrawlOptions, options: dict[str, Any] | None
 ) -> warc.Keeper | None:
@@ -185,20 +180,18 @@ def keeper_of(
     retries = message.options.get("retries", 0)
     allowed = message.options.get("max_retries", crawl.options["max_retries"])
     return warc.keeper_of(
-        stores.warc_files,
-        stores,
-        (retries, allowed),
-        crawl_options.crawl_id,
-        crawl_options.warc,
-        options,
-        lifetimes.grace,
-    )
+        stores.warc_files, stores, (retries, allowed), crawl_options.crawl_id,
+        crawl_options.warc, options, lifetimes.grace,
+    )  # fmt: skip
+
+
+parts = WorkerParts(crawl, stores, limits, lifetimes, handlers)  # for what runs beside the actor
 
 
 def main(args: list[str]) -> int:
     from crawler import cli  # the seeder's command line: not a worker's to load
 
-    return cli.main(args, crawl, stores, lifetimes, handlers)
+    return cli.main(args, parts)
 
 
 if __name__ == "__main__":

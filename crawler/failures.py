@@ -1,18 +1,20 @@
-"""One clear log line for every failed attempt, and for the last one above all."""
+"""One clear log line for every failed attempt, and for the last one above all; and a
+4xx answer made the URL's record, not a failure."""
 
 from __future__ import annotations
 
 import functools
 import logging
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar, cast
 
 import dramatiq
 import redis
 from dramatiq.middleware import CurrentMessage, Interrupt
 
 from crawler.brokers.returning import BROKER_ERRORS
-from crawler.errors import PermanentError, TransientError, shown
+from crawler.errors import Answered, PermanentError, TransientError, shown
+from crawler.records import answered_record
 from crawler.stores.memcached import MemcachedError
 
 logger = logging.getLogger(__name__)
@@ -24,14 +26,19 @@ R = TypeVar("R")
 
 def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
     """Wrap ``crawl(url)``: log each failure, say when a URL is given up, and
-    turn a Memcached or broker failure into a retry."""
+    turn a Memcached or broker failure into a retry.  A 4xx answer (:class:`Answered`)
+    is no failure: it is returned as the URL's record (outcome ``answered``)."""
 
     @functools.wraps(crawl)
     def crawl_reporting_failures(*args: P.args, **kwargs: P.kwargs) -> R:
         # Whatever a bad message holds, in one line however long.
-        url = shown(str(args[0] if args else kwargs.get("url")), SHOWN_IN_LOG)
+        given = str(args[0] if args else kwargs.get("url"))
+        url = shown(given, SHOWN_IN_LOG)
         try:
             return crawl(*args, **kwargs)
+        except Answered as e:  # fetched: the server's answer is the URL's record
+            logger.warning("URL %r answered %s.", url, e)
+            return cast(R, answered_record(given, e))
         except MemcachedError as e:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
             report(url, error)

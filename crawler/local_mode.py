@@ -35,6 +35,8 @@ from crawler.tracking import figures, seeder
 from crawler.tracking.bookkeeping import keep_books
 from crawler.tracking.progress import Progress, ProgressLogHandler
 
+logger = logging.getLogger("crawler.local_mode")
+
 #: Milliseconds between progress redraws while waiting for the crawl to end.
 REFRESH_MS = 200
 #: Milliseconds Ctrl-C waits for fetches in flight before leaving them.
@@ -46,8 +48,8 @@ class AnotherCrawl(ValueError):
 
 
 def seeds_to_send(
-    saved: SavedState, seeds: list[dramatiq.Message[Any]], command: dict[str, Any]
-) -> list[dramatiq.Message[Any]]:
+    saved: SavedState, seeds: seeder.Messages, command: dict[str, Any]
+) -> seeder.Messages:
     """The seeds to send: every one for a new crawl (``command``, its URLs and options,
     is saved); none when the state file holds this command's crawl already (its
     messages are there).  Raises :class:`AnotherCrawl` for another command's."""
@@ -69,7 +71,7 @@ def run(
     actor: dramatiq.Actor[Any, Any],
     pool: StorePool,
     lifetimes: Lifetimes,
-    seeds: list[dramatiq.Message[Any]],
+    seeds: seeder.Messages,
     *,
     threads: int,
     output: RecordFile | None,
@@ -78,32 +80,38 @@ def run(
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,
     warc_files: WarcFiles | None = None,
+    progress: Progress | None = None,
 ) -> int:
     """Crawl from the ``seeds`` messages of ``actor`` until nothing is left; 0 when no URL failed
-    for good.  ``pool`` is the in-memory store the actor uses, ``lifetimes`` its
-    entries' (as the actor's).  With ``saved`` (``--state``) and no seeds, carry on
-    with the crawl the state file holds.  Each final record goes to ``on_record`` too;
-    ``stop`` set stops the crawl as Ctrl-C does.  Raises :class:`DiskFull` once the
-    state file, ``output`` or the ``warc_files`` found no room left: the crawl stopped
-    at once, nothing more written."""
-    progress = Progress()
+    for good.  ``actor`` is the ``crawl`` actor of ``--local``'s broker
+    (:func:`crawler.brokers.local.serve`, made with ``saved``): no actor's broker is
+    rebound.  ``pool`` is the in-memory store the actor uses, ``lifetimes`` its
+    entries' (as the actor's).  Without ``progress``, the command line's: progress and
+    log lines on stderr (the root logger's handler, at INFO when ``verbose``), the
+    summary printed; with it, the caller's (the Python API's): counted there and shown
+    on its stream, nothing printed, the logging left as the caller configured it.  With
+    ``saved`` (``--state``) and no seeds, carry on with the crawl the state file holds.
+    Each final record goes to ``on_record`` too; ``stop`` set stops the crawl as Ctrl-C
+    does.  Raises :class:`DiskFull` once the state file, ``output`` or the
+    ``warc_files`` found no room left: the crawl stopped at once, nothing more written."""
+    quiet = progress is not None
+    progress = Progress() if progress is None else progress
     full = _NoRoom(saved)
-    _log_through(progress, logging.INFO if verbose else logging.WARNING, quiet=full.event)
+    if not quiet:
+        _log_through(progress, logging.INFO if verbose else logging.WARNING, quiet=full.event)
     if saved is not None:
         saved.on_full = lambda error: full.noted(error.path)
     if warc_files is not None:
         warc_files.on_no_room = full.note
     keep = _keeper(progress, full, output, on_record)
-    broker = local.serve(actor, saved)
-    install(broker, QuickRetries(*local_backoffs()))
+    broker, worker = _workers(actor, saved, threads)
     keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
     broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
-    worker = dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
     worker.start()
     interrupted = False
     try:
         if saved is not None:
-            _begin_run(broker, pool, saved, progress, carry_on=not seeds)
+            _begin_run(broker, pool, saved, progress, carry_on=not seeds, quiet=quiet)
         _start(pool, seeds, lifetimes)
         for message in seeds:
             broker.enqueue(message)
@@ -121,7 +129,20 @@ def run(
     if full.error is not None:
         progress.clear()
         raise DiskFull(full.error.path)
+    if quiet:
+        return _exit_status(progress, interrupted=interrupted)
     return _say_the_end(progress, saved, interrupted=interrupted)
+
+
+def _workers(
+    actor: dramatiq.Actor[Any, Any], saved: SavedState | None, threads: int
+) -> tuple[local.PriorityStubBroker, dramatiq.Worker]:
+    """``actor``'s broker (``--local``'s, with its short backoff), and its ``threads``."""
+    broker = actor.broker
+    if not isinstance(broker, local.PriorityStubBroker) or broker.saved is not saved:
+        raise ValueError("local_mode.run needs the actor of local.serve(crawl, saved)")
+    install(broker, QuickRetries(*local_backoffs()))
+    return broker, dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
 
 
 def _keeper(
@@ -195,18 +216,23 @@ def _close(
 def _say_the_end(progress: Progress, saved: SavedState | None, *, interrupted: bool) -> int:
     """The summary of the crawl; the exit status."""
     print(progress.summary(interrupted=interrupted), flush=True)
+    if interrupted and saved is not None:
+        print(
+            f"The crawl is kept in {str(saved.path.parent)!r}: run the same command"
+            " again to carry on.",
+            flush=True,
+        )
+    return _exit_status(progress, interrupted=interrupted)
+
+
+def _exit_status(progress: Progress, *, interrupted: bool) -> int:
+    """130 when interrupted, else 1 when a URL failed for good, else 0."""
     if interrupted:
-        if saved is not None:
-            print(
-                f"The crawl is kept in {str(saved.path.parent)!r}: run the same command"
-                " again to carry on.",
-                flush=True,
-            )
         return 130
     return 1 if progress.counts[FAILED] else 0
 
 
-def _start(pool: StorePool, seeds: list[dramatiq.Message[Any]], lifetimes: Lifetimes) -> None:
+def _start(pool: StorePool, seeds: seeder.Messages, lifetimes: Lifetimes) -> None:
     """Count a new crawl's seeds as discovered, and list it for the dashboard."""
     crawl_id = _crawl_id(seeds)
     if crawl_id is None:
@@ -216,9 +242,10 @@ def _start(pool: StorePool, seeds: list[dramatiq.Message[Any]], lifetimes: Lifet
         figures.describe(client, crawl_id, seeder.about(seeds, "local"), lifetimes.grace)
 
 
-def _crawl_id(seeds: list[dramatiq.Message[Any]]) -> str | None:
+def _crawl_id(seeds: seeder.Messages) -> str | None:
     """The id of the crawl the seeds start (their options name it)."""
-    return (seeds[0].kwargs.get("options") or {}).get("crawl_id") if seeds else None
+    first = next(iter(seeds), None)  # made from a seed file, maybe: only the first read
+    return None if first is None else (first.kwargs.get("options") or {}).get("crawl_id")
 
 
 def _begin_run(
@@ -228,12 +255,13 @@ def _begin_run(
     progress: Progress,
     *,
     carry_on: bool,
+    quiet: bool = False,
 ) -> None:
     """``--state``: watch this run for crashes, and ``carry_on`` with the crawl the
     state file holds (else a new crawl's run begins, nothing in hand)."""
     crash_log = saved.watch_crashes()
     if carry_on:
-        _carry_on(broker, pool, saved, progress, crash_log)
+        _carry_on(broker, pool, saved, progress, crash_log, quiet=quiet)
     else:
         saved.set_fact("run", {"crash_log": crash_log, "deliveries": {}})
 
@@ -244,6 +272,8 @@ def _carry_on(
     saved: SavedState,
     progress: Progress,
     crash_log: int,
+    *,
+    quiet: bool = False,
 ) -> None:
     """Put back the messages the state file holds, and the crawl's figures so far; a
     delivery cut short by the last run's interruption given back, unless it crashed
@@ -258,18 +288,21 @@ def _carry_on(
     crashed = crash_log > int(last_run.get("crash_log", crash_log))
     counted = _give_back(pool, saved, kept, last_run.get("deliveries", {}), crash_log, crashed)
     left = broker.restore(kept)
-    print(
+    say = logger.info if quiet else _print
+    say(
         f"Carrying on with the crawl kept in {str(saved.path.parent)!r}: {left} URL(s)"
-        " queued or in hand when it stopped.",
-        flush=True,
+        " queued or in hand when it stopped."
     )
     if crashed:
-        print(
+        say(
             f"The last run crashed (its traceback is in"
             f" {str(saved.path.parent / CRASH_LOG_NAME)!r}): each of the {counted} URL(s) in"
-            " hand then counts a delivery.",
-            flush=True,
+            " hand then counts a delivery."
         )
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
 
 
 def _give_back(

@@ -1,13 +1,22 @@
-"""What a ``crawl`` message may carry: one check, before a worker acts on it.
+"""What a crawl's message may carry: one check, before a worker acts on it.
 
 A queue is an interface: seeders of other versions, other programs and corrupted
-messages all reach the workers.  :func:`checked` wraps the actor: a message whose
-arguments do not bind to ``crawl(url, depth, options, via_public, sitemap, listed)``,
-or do not pass the rules below (the options: :data:`crawler.options.RULES`, the very
-checks the seeder's command line uses), ends at once as an
-:class:`~crawler.errors.InvalidMessage`: one log line naming what is wrong, no retry,
-no claim, no fetch, and the message dead-lettered.  Options no rule names (a newer
-seeder's) are ignored.
+messages all reach the workers.  :func:`checked` wraps each actor (``crawl(url, depth,
+options, via_public)`` for pages, ``crawl_sitemap(url, depth, options, via_public,
+sitemap, listed)`` for ``--sitemaps``): a message whose arguments do not bind to its
+actor's signature, or do not pass the rules below (the options:
+:data:`crawler.options.RULES`, the very checks the seeder's command line uses), ends at
+once as an :class:`~crawler.errors.InvalidMessage`: one log line naming what is wrong,
+no retry, no claim, no fetch, and the message dead-lettered.  Options no rule names (a
+newer seeder's) are ignored.
+
+A message says its format in its ``format`` option (:data:`~crawler.frontier.scope.FORMAT`).
+One without it is of format 1: upstream's, and this crawler's before sitemaps had an
+actor of their own, when a ``crawl`` message carried ``sitemap`` and ``listed``; such a
+message is checked as it was then, and one naming a sitemap goes to the sitemaps' actor,
+so that workers of this release carry on a crawl seeded before it.  A message of a
+format newer than this worker's is refused as invalid (``--replay`` sends it again once
+the workers are upgraded).
 """
 
 from __future__ import annotations
@@ -17,8 +26,11 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
+import dramatiq
+from dramatiq.middleware import CurrentMessage
+
 from crawler.errors import InvalidMessage
-from crawler.frontier.scope import KINDS, MAX_SITEMAP_LEVEL
+from crawler.frontier.scope import FORMAT, KINDS, MAX_SITEMAP_LEVEL, SITEMAP_ACTOR
 from crawler.options import (
     FLAG,
     WHOLE,
@@ -34,40 +46,113 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def checked(crawl: Callable[P, R]) -> Callable[P, R]:
-    """Wrap ``crawl``: its message's arguments checked (:func:`check_call`) before it
-    runs."""
-    signature = inspect.signature(crawl)
+def checked(actor: Callable[P, R]) -> Callable[P, R]:
+    """Wrap an actor's function: its message's format and arguments checked
+    (:func:`check_call`) before it runs; a ``crawl`` message of format 1 naming a sitemap
+    handed to the sitemaps' actor (:func:`former_crawl`)."""
+    signature = inspect.signature(actor)
+    rules = rules_of(signature)
 
-    @functools.wraps(crawl)
-    def crawl_checked(*args: P.args, **kwargs: P.kwargs) -> R:
-        check_call(signature, args, kwargs)
-        return crawl(*args, **kwargs)
+    @functools.wraps(actor)
+    def actor_checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        message = CurrentMessage.get_current_message()
+        version = FORMAT if message is None else format_of(message.options)
+        if version == 1 and rules is ARGUMENTS:  # the pages' actor: crawl, as it was
+            return former_crawl(actor, args, kwargs)
+        check_call(signature, args, kwargs, rules)
+        return actor(*args, **kwargs)
 
-    return crawl_checked
+    return actor_checked
 
 
-def check_call(signature: inspect.Signature, args: Any, kwargs: Any) -> None:
+def format_of(options: Mapping[str, Any]) -> int:
+    """The format of a message with these ``options`` (1 when they name none); a format
+    this worker does not read is an :class:`~crawler.errors.InvalidMessage`."""
+    version = options.get("format", 1)
+    if type(version) is not int or not 1 <= version <= FORMAT:
+        raise InvalidMessage(
+            f"message format {quoted(version)} is not one this worker reads (1 to {FORMAT}):"
+            " a newer seeder's? Upgrade the workers, then --replay the crawl"
+        )
+    return version
+
+
+def _crawl_format_1(
+    url: str,
+    depth: int = 0,
+    options: dict[str, Any] | None = None,
+    via_public: bool = False,
+    sitemap: int = 0,
+    listed: dict[str, list[str]] | None = None,
+) -> None:
+    """The ``crawl`` actor's signature in format 1: a page, a sitemap (``sitemap``: its
+    level) or a part of a long sitemap's URLs (``listed``)."""
+
+
+#: The ``crawl`` actor's signature in format 1.
+CRAWL_FORMAT_1 = inspect.signature(_crawl_format_1)
+
+
+def former_crawl(crawl: Callable[..., R], args: Any, kwargs: Any) -> R:
+    """Act on a ``crawl`` message of format 1 with the function ``crawl`` of the pages'
+    actor: checked as it was then; one naming a sitemap handed to the body of the
+    sitemaps' actor (:data:`~crawler.frontier.scope.SITEMAP_ACTOR`, found on the process's
+    broker: its function inside its own wrappers, whose work is this one's)."""
+    arguments = check_call(CRAWL_FORMAT_1, args, kwargs, ARGUMENTS)
+    if arguments.get("sitemap") or arguments.get("listed") is not None:
+        read = inspect.unwrap(dramatiq.get_broker().get_actor(SITEMAP_ACTOR).fn)
+        record: R = read(**{"sitemap": 0, **arguments})
+        return record
+    return crawl(**{k: v for k, v in arguments.items() if k not in ("sitemap", "listed")})
+
+
+def check_message(broker: dramatiq.Broker, message: dramatiq.Message[Any]) -> None:
+    """Raise :class:`~crawler.errors.InvalidMessage` for a message workers would refuse
+    (``--replay`` leaves it a dead letter)."""
+    try:
+        actor = broker.get_actor(message.actor_name)
+    except dramatiq.errors.ActorNotFound as e:
+        raise InvalidMessage(f"no actor {message.actor_name!r}") from e
+    signature = inspect.signature(actor.fn)
+    rules = rules_of(signature)
+    version = format_of(message.options if isinstance(message.options, dict) else {})
+    if version == 1 and rules is ARGUMENTS:
+        signature = CRAWL_FORMAT_1
+    check_call(signature, message.args, message.kwargs, rules)
+
+
+def rules_of(signature: inspect.Signature) -> dict[str, Rule[Any]]:
+    """The rules of an actor's arguments: the sitemaps' actor's, or the ``crawl`` actor's."""
+    return SITEMAP_ARGUMENTS if "listed" in signature.parameters else ARGUMENTS
+
+
+def check_call(
+    signature: inspect.Signature, args: Any, kwargs: Any, rules: Mapping[str, Rule[Any]]
+) -> dict[str, Any]:
     """Raise :class:`~crawler.errors.InvalidMessage` unless a message's ``args`` and
-    ``kwargs`` bind to ``signature`` (``crawl``'s) and pass :func:`check_arguments`."""
+    ``kwargs`` bind to ``signature`` (its actor's) and pass :func:`check_arguments` with
+    ``rules``; the arguments, by name."""
     if not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
         raise InvalidMessage("message arguments: args must be a list and kwargs an object")
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as e:  # a missing URL, an argument this crawler does not know
         raise InvalidMessage(f"message arguments: {e}") from e
-    check_arguments(bound.arguments)
+    check_arguments(bound.arguments, rules)
+    return dict(bound.arguments)
 
 
-def check_arguments(arguments: Mapping[str, Any]) -> None:
+def check_arguments(
+    arguments: Mapping[str, Any], rules: Mapping[str, Rule[Any]] | None = None
+) -> None:
     """Raise :class:`~crawler.errors.InvalidMessage` for the first argument of a
-    ``crawl`` message that breaks its rule; the options are
-    :meth:`~crawler.options.CrawlOptions.from_message`'s to check."""
+    message that breaks its rule (of ``rules``, the ``crawl`` actor's by default); the
+    options are :meth:`~crawler.options.CrawlOptions.from_message`'s to check."""
     for name, value in arguments.items():
         if name == "options":
             CrawlOptions.from_message(value)
             continue
-        ARGUMENTS[name].apply("message arguments", name, value)
+        (rules or ARGUMENTS)[name].apply("message arguments", name, value)
 
 
 def _url(value: Any) -> str:
@@ -100,7 +185,8 @@ def _listed(value: Any) -> dict[str, list[str]] | None:
 #: one file list (a part holds ``CRAWLER_MAX_LINKS_PER_PAGE`` of its sender's, which
 #: other workers need not share).
 MAX_LISTED = 50_000
-#: The rules of ``crawl``'s arguments besides its options.
+#: The rules of ``crawl``'s arguments besides its options (``sitemap`` and ``listed``:
+#: those of a ``crawl`` message of format 1).
 ARGUMENTS: dict[str, Rule[Any]] = {
     "url": Rule("an http:// or https:// URL", _url),
     "depth": WHOLE,
@@ -109,4 +195,12 @@ ARGUMENTS: dict[str, Rule[Any]] = {
         f"a whole number from 0 to {MAX_SITEMAP_LEVEL}", whole_between(0, MAX_SITEMAP_LEVEL)
     ),
     "listed": Rule("null or lists of 'pages' and 'sitemaps' URLs", _listed),
+}
+#: The rules of ``crawl_sitemap``'s arguments: a sitemap is nested a level deep at least
+#: (robots.txt is 1), where a ``crawl`` message of format 1 said 0 for a page.
+SITEMAP_ARGUMENTS: dict[str, Rule[Any]] = {
+    **ARGUMENTS,
+    "sitemap": Rule(
+        f"a whole number from 1 to {MAX_SITEMAP_LEVEL}", whole_between(1, MAX_SITEMAP_LEVEL)
+    ),
 }

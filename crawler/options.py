@@ -64,6 +64,15 @@ class CrawlOptions:
         seeder from before them still gets what it reads.
       handler(str): The page handler (``package.module:function``) the crawl's pages
         go through, one of those the worker loaded (:mod:`crawler.handlers`).
+      headers(tuple): ``Name: value`` headers sent with each request (``--header``).
+      cookies(bool): Keep the cookies the crawl's sites set and send them back, within
+        the crawl only (``--cookies off``: none).
+      proxy(str): An http(s) proxy every request of the crawl goes through.
+      timeout(float): Seconds one fetch may take, below the worker's own deadline.
+      retries(int): Retries of a failed fetch at most, below the worker's (3).
+      auth_env(tuple): ``host=CRAWLER_AUTH_X``: requests to ``host`` carry the HTTP
+        Basic credentials (``user:password``) in the worker's variable ``CRAWLER_AUTH_X``;
+        no secret travels in a message.
     """
 
     crawl_id: str | None = None
@@ -86,6 +95,12 @@ class CrawlOptions:
     batched_records: bool = False
     records_without_links: bool = False
     handler: str | None = None
+    headers: tuple[str, ...] = field(default_factory=tuple)
+    cookies: bool = True
+    proxy: str | None = None
+    timeout: float | None = None
+    retries: int | None = None
+    auth_env: tuple[str, ...] = field(default_factory=tuple)
 
     def to_message(self) -> dict[str, Any] | None:
         """The options as a message keyword argument: only what differs from upstream."""
@@ -157,7 +172,9 @@ class CrawlOptions:
 
 UPSTREAM = CrawlOptions()
 #: The options that are lists in a message (JSON has no tuples).
-_LISTS = frozenset(("allowed_domains", "include", "exclude", "allowed_sites"))
+_LISTS = frozenset(
+    ("allowed_domains", "include", "exclude", "allowed_sites", "headers", "auth_env")
+)
 
 
 @lru_cache(maxsize=256)
@@ -304,12 +321,15 @@ def regular_expression(value: Any) -> str:
     return source
 
 
-def _each(check: Callable[[Any], str]) -> Callable[[Any], tuple[str, ...]]:
-    """A list (JSON's array), each item passing ``check``; kept as a tuple."""
+def _each(check: Callable[[Any], str], most: int | None = None) -> Callable[[Any], tuple[str, ...]]:
+    """A list (JSON's array) of ``most`` items at most, each passing ``check``; kept as
+    a tuple."""
 
     def each(values: Any) -> tuple[str, ...]:
         if not isinstance(values, (list, tuple)):  # a string is no list of its characters
             raise ValueError
+        if most is not None and len(values) > most:
+            raise ValueError(f"more than {most}")
         checked = []
         for value in values:
             try:
@@ -336,6 +356,40 @@ def header_value(value: Any) -> str:
     return value.strip()
 
 
+def header_line(value: Any) -> str:
+    """``Name: value``: a header name (an HTTP token) and a value requests will send."""
+    if not isinstance(value, str):
+        raise ValueError
+    name, colon, text = value.partition(":")
+    if not colon or not _TOKEN.fullmatch(name.strip()):
+        raise ValueError(f"{quoted(value)} is not 'Name: value'")
+    return f"{name.strip()}: {header_value(text)}"
+
+
+def proxy_url(value: Any) -> str:
+    """An ``http://`` or ``https://`` proxy: ``http://host:port``."""
+    if not isinstance(value, str):
+        raise ValueError
+    return canonical_http_url(value)
+
+
+def seconds(value: Any) -> float:
+    """A fetch's time in seconds: above 0, at most :data:`MAX_TIMEOUT`."""
+    if type(value) not in (int, float) or not 0 < value <= MAX_TIMEOUT:
+        raise ValueError
+    return float(value)
+
+
+def auth_pair(value: Any) -> str:
+    """``host=CRAWLER_AUTH_NAME``: a host, and the worker's variable its secret is in."""
+    if not isinstance(value, str):
+        raise ValueError
+    host, equals, variable = value.partition("=")
+    if not equals or not _AUTH_VARIABLE.fullmatch(variable):
+        raise ValueError(f"{quoted(value)} is not host={AUTH_PREFIX}NAME")
+    return f"{host_name(host.strip().lower())}={variable}"
+
+
 def directory_name(value: Any) -> str:
     """A directory, as a message may name one: where it lands is the worker's to say
     (:meth:`crawler.archiving.warc.WarcFiles.directory`); ``..`` never."""
@@ -359,6 +413,21 @@ HEADER_VALUE = Rule("a header value", header_value)
 DIRECTORY = Rule("a directory name", directory_name)
 DOMAINS = Rule("a list of domain names", _each(host_name))
 PATTERNS = Rule("a list of regular expressions", _each(regular_expression))
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: ``--auth-env``'s variables: only the worker's own ``CRAWLER_AUTH_*``, never another secret.
+AUTH_PREFIX = "CRAWLER_AUTH_"
+_AUTH_VARIABLE = re.compile(AUTH_PREFIX + r"[A-Z0-9_]+", re.ASCII)
+#: ``--timeout`` at most, in seconds (a worker keeps to its own deadline below that).
+MAX_TIMEOUT = 600.0
+#: ``--retries`` at most: the ``crawl`` actor's ``max_retries``.
+MAX_RETRIES = 3
+#: ``--header``s a crawl sends at most.
+MAX_HEADERS = 32
+HEADERS = Rule(
+    f"a list of 'Name: value' headers (at most {MAX_HEADERS})", _each(header_line, MAX_HEADERS)
+)
+AUTH_ENV = Rule(f"a list of host={AUTH_PREFIX}NAME", _each(auth_pair))
 
 _HANDLER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", re.ASCII)
 
@@ -393,6 +462,12 @@ RULES: dict[str, Rule[Any]] = {
     "batched_records": FLAG,
     "records_without_links": FLAG,
     "handler": Rule("a handler's name, package.module:function", handler_name),
+    "headers": HEADERS,
+    "cookies": FLAG,
+    "proxy": Rule("an http:// or https:// proxy URL", proxy_url),
+    "timeout": Rule(f"a number of seconds above 0, at most {MAX_TIMEOUT:g}", seconds),
+    "retries": Rule(f"a whole number from 0 to {MAX_RETRIES}", whole_between(0, MAX_RETRIES)),
+    "auth_env": AUTH_ENV,
 }
 
 
@@ -400,6 +475,16 @@ def quoted(value: Any) -> str:
     """A value as an error quotes it: its ``repr``, cut short (a message may carry
     anything, of any length)."""
     return shown(repr(value))
+
+
+def _scheme_left_out(value: str) -> bool:
+    """Whether ``value`` reads as a URL without its scheme (``example.com/docs``,
+    ``localhost:8000/``), not one of another scheme (``mailto:a@b.c``)."""
+    if "://" in value or value.startswith("/"):
+        return False
+    host = value.partition("/")[0]
+    name, colon, port = host.partition(":")
+    return bool(name) and ("." in name or name == "localhost") and (not colon or port.isdigit())
 
 
 def canonical_http_url(value: str, *, sendable: bool = True) -> str:
@@ -414,6 +499,8 @@ def canonical_http_url(value: str, *, sendable: bool = True) -> str:
     """
     parts = urlsplit(value)
     if parts.scheme.lower() not in ("http", "https"):
+        if _scheme_left_out(value):
+            raise ValueError(f"is not an http:// or https:// URL (did you mean 'https://{value}'?)")
         raise ValueError("is not an http:// or https:// URL")
     if not parts.hostname:
         raise ValueError("has no host name")

@@ -16,7 +16,11 @@ DUPLICATE_CONTENT = "duplicate-content"
 #: Read, with ``--sitemaps``: a sitemap (or robots.txt naming sitemaps), whose URLs
 #: were sent as messages of their own.
 SITEMAP = "sitemap"
-#: Given up for good: its message is dead-lettered.
+#: Fetched, and the server answered with a 4xx status other than 408 and 429 (404
+#: Not Found, 410 Gone, 403 Forbidden...): the record says which; the body is not
+#: parsed for links.  An answer, not a failure: not retried, not dead-lettered.
+ANSWERED = "answered"
+#: Given up for good (could not be fetched): its message is dead-lettered.
 FAILED = "failed"
 #: Skipped without a fetch: claimed by another message, over ``--max-pages`` (or
 #: ``--max-pages-per-host``), or disallowed by robots.txt.
@@ -31,14 +35,14 @@ PAUSED = "paused"
 #: The outcomes that end a message, each counted once per message.
 ENDINGS = (
     CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, DUPLICATE, OVER_BUDGET, DISALLOWED, CANCELLED,
-    FAILED,
+    ANSWERED, FAILED,
 )  # fmt: skip
 #: Outcomes of an attempt that leave its message to come again.
 NOT_FINAL = (RETRYING, DEFERRED, PAUSED)
-#: Outcomes that go into an output file: the URLs a crawl fetched or gave up.
-WRITTEN = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, FAILED)
+#: Outcomes that go into an output file: the URLs a crawl fetched, was answered or gave up.
+WRITTEN = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, ANSWERED, FAILED)
 #: Outcomes after which the URL's claim is finished: its own message ended it.
-OWN_ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, OVER_BUDGET, DISALLOWED)
+OWN_ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, ANSWERED, OVER_BUDGET, DISALLOWED)
 
 
 def fetched(counts: Mapping[str, int]) -> int:
@@ -46,7 +50,11 @@ def fetched(counts: Mapping[str, int]) -> int:
 
 
 def summary(
-    counts: Mapping[str, int], *, rate: float | None = None, every_part: bool = False
+    counts: Mapping[str, int],
+    *,
+    rate: float | None = None,
+    every_part: bool = False,
+    answers: Mapping[int, int] | None = None,
 ) -> str:
     """``120 pages fetched (94.4 pages/s), 0 skipped as not HTML, ..., 0 failed``.
 
@@ -54,6 +62,8 @@ def summary(
       counts(Mapping): Messages ended, by outcome.
       rate(float): Pages fetched per second, shown when given.
       every_part(bool): Name robots.txt and budget skips even when there were none.
+      answers(Mapping): The ``answered`` ones by HTTP status, when known: ``2 answered
+        404, 1 answered 410`` rather than ``3 answered 4xx``.
     """
     pages = f"{plural(fetched(counts), 'page')} fetched"
     if rate is not None:
@@ -73,8 +83,19 @@ def summary(
         parts.append(f"{counts.get(OVER_BUDGET, 0)} over the page budget")
     if counts.get(CANCELLED, 0):
         parts.append(f"{counts[CANCELLED]} cancelled")
+    parts += answered(counts.get(ANSWERED, 0), answers)
     parts.append(f"{counts.get(FAILED, 0)} failed")
     return ", ".join(parts)
+
+
+def answered(total: int, answers: Mapping[int, int] | None = None) -> list[str]:
+    """The summary's parts for ``total`` URLs answered with a 4xx: one a status when
+    ``answers`` (by status) accounts for them all, else ``3 answered 4xx``; none for 0."""
+    if not total:
+        return []
+    if answers and sum(answers.values()) == total:
+        return [f"{n} answered {status}" for status, n in sorted(answers.items()) if n]
+    return [f"{total} answered 4xx"]
 
 
 def plural(count: int, noun: str) -> str:

@@ -18,8 +18,9 @@ from typing import IO, Any
 import requests
 
 from crawler.archiving.warc import Stored
+from crawler.errors import Answered
 from crawler.handlers import Outcome
-from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, NOT_HTML, SITEMAP
+from crawler.outcomes import ANSWERED, CRAWLED, DUPLICATE_CONTENT, NOT_HTML, SITEMAP
 
 Record = dict[str, Any]
 
@@ -40,7 +41,9 @@ def page_record(
     ``dropped_links`` how many of its links were malformed (named only when some were),
     ``stored`` where ``--warc`` put its response, ``handled`` what the crawl's page
     handler made of it (``data``, or ``handler_error``), and ``size`` the bytes of
-    its body, when read."""
+    its body, when read.  ``fetch_ms`` is the fetch's time alone, from its first
+    request to its body read (to its headers when the body is not read): what
+    :func:`crawler.fetching.read_body` left in ``response.elapsed``."""
     outcome = CRAWLED if links is not None else NOT_HTML
     if stored is not None and stored.revisit:
         outcome = DUPLICATE_CONTENT
@@ -52,6 +55,7 @@ def page_record(
         "links": links if links is not None else [],
         "depth": depth,
         "sent": sent,
+        "fetch_ms": round(response.elapsed.total_seconds() * 1000, 1),
     }
     if dropped_links:
         record["dropped_links"] = dropped_links
@@ -65,6 +69,24 @@ def page_record(
         record["data"] = handled.data
         if handled.error is not None:
             record["handler_error"] = handled.error
+    return record
+
+
+def answered_record(url: str, answer: Answered) -> Record:
+    """The record of a URL the server answered with a 4xx (not 408 nor 429): its
+    status and type, no links (its body is not parsed), where ``--warc`` kept it."""
+    record: Record = {
+        "url": url,
+        "outcome": ANSWERED,
+        "status": answer.status,
+        "content_type": answer.content_type,
+        "links": [],
+        "sent": [],
+    }
+    if isinstance(answer.kept, Stored):
+        record["warc_file"] = answer.kept.file
+        record["warc_offset"] = answer.kept.offset
+        record["payload_digest"] = answer.kept.payload_digest
     return record
 
 
@@ -110,6 +132,7 @@ RECORD_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "dropped_links",
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
     "warc_offset", "payload_digest", "data", "handler_error", "bytes",
+    "fetch_ms",
 )  # fmt: skip
 
 

@@ -1,56 +1,49 @@
-"""Running a crawl from parsed arguments: seeding it for the workers and following it
-(``--wait``), or running it in this process (``--local``), with ``--output``,
-``--state`` and ``--dashboard``.  The command line (:mod:`crawler.cli`, what
-``crawler crawl`` and ``python -m crawler.example`` run) and the Python API
-(:mod:`crawler.api`) both parse with :mod:`crawler.command_line` and call :func:`run`;
-what the crawler refuses is a :class:`CrawlError`, which the command line says as a
-usage error and the API raises."""
+"""Running a crawl, a :class:`~crawler.crawl_spec.CrawlSpec`: seeding it for the workers
+and following it (``--wait``), or running it in this process (``--local``), with
+``--output``, ``--state`` and ``--dashboard``.  The command line (:mod:`crawler.cli`,
+what ``crawler crawl`` and ``python -m crawler.example`` run, from its flags) and the
+Python API (:mod:`crawler.api`, from keyword arguments) both make a ``CrawlSpec`` and
+call :func:`run`; what the crawler refuses is a :class:`CrawlError`, which the command
+line says as a usage error and the API raises."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import errno
+import logging
+import os
 import socket
 import sqlite3
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import dramatiq
 import redis
 
-from crawler import command_line, local_mode
+from crawler import local_mode
 from crawler.archiving.warc import cut_partial_records
-from crawler.brokers import BROKER_ERRORS
+from crawler.brokers import BROKER_ERRORS, local
+from crawler.crawl_spec import CrawlError as CrawlError
+from crawler.crawl_spec import CrawlSpec, SeedUrls
 from crawler.environment import Lifetimes, broker_address, dedup_store_name, dedup_url, uses_redis
 from crawler.frontier import politeness
-from crawler.frontier.scope import priority
-from crawler.handlers import Handlers
+from crawler.frontier.scope import message_of, priority
 from crawler.options import CrawlOptions
 from crawler.records import Record, RecordFile
 from crawler.stores import STORE_ERRORS, Stores
 from crawler.stores.memcached import MemcachedError
 from crawler.stores.saved import DiskFull, SavedClient, SavedState, StateInUse, no_room
 from crawler.tracking import seeder
+from crawler.tracking.progress import Progress
+from crawler.worker_parts import WorkerParts
 
+if TYPE_CHECKING:
+    from crawler.dashboard import Background
 
-class CrawlError(ValueError):
-    """Options, URLs or a handler the crawler refuses, in the command's words."""
-
-
-class _Parser(command_line.Parser):
-    def error(self, message: str) -> NoReturn:
-        raise CrawlError(message)
-
-
-def parser_of_crawls() -> argparse.ArgumentParser:
-    """``crawler crawl``'s parser, whose errors are :class:`CrawlError`."""
-    parser = _Parser(prog="crawler")
-    command_line.add_seeding(parser, upstream=False)
-    return parser
-
+logger = logging.getLogger("crawler.running")
 
 #: What a service that does not answer raises in the seeder: pika lets a failed lookup
 #: of the broker's host through bare.
@@ -58,99 +51,102 @@ UNREACHABLE: tuple[type[BaseException], ...] = (*BROKER_ERRORS, *STORE_ERRORS, s
 
 
 def run(
-    arguments: argparse.Namespace,
-    crawl: dramatiq.Actor[Any, Any],
-    stores: Stores,
-    lifetimes: Lifetimes,
-    handlers: Handlers,
+    spec: CrawlSpec,
+    parts: WorkerParts,
     *,
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,
+    progress: Progress | None = None,
 ) -> int:
-    """Seed the crawl ``arguments`` (as :func:`crawler.command_line.add_seeding`
-    parses them) describe for workers, or run it here (``--local``, with its
-    ``--handler`` loaded into ``handlers``; each final record handed to ``on_record``,
-    and stopped when ``stop`` is set); the exit status.  Raises :class:`CrawlError`
-    for arguments the crawler refuses, before anything is sent."""
-    _check_arguments(arguments)
+    """Seed the crawl ``spec`` describes for workers with the process's ``parts``, or run
+    it here (``--local``, with its ``--handler`` loaded into ``parts.handlers``; each
+    final record handed to ``on_record``, and stopped when ``stop`` is set); the exit
+    status.  With
+    ``progress`` (the Python API's, ``--local`` only), the crawl is counted there and
+    nothing is printed nor standard output redirected: what the command line would say
+    is logged (``crawler.running``), the root logger left as its host configured it.
+    Raises :class:`CrawlError` for what the crawler refuses (a ``--warc`` directory it cannot
+    write, a handler it cannot load, ``--output`` or ``--state`` it cannot open),
+    before anything is sent."""
     try:
-        crawl_options = command_line.from_arguments(
-            arguments,
-            arguments.urls,
-            local=arguments.local,
-            collect_records=arguments.wait,
-            records_without_links=arguments.wait and arguments.output is None,
-        )
-    except argparse.ArgumentTypeError as e:
-        raise CrawlError(str(e)) from e
-    seeds = seed_messages(crawl, arguments.urls, crawl_options)
-    if crawl_options.breadth_first and uses_redis() and not arguments.local:
+        return _run(spec, parts, on_record, stop, progress)
+    finally:
+        if spec.seed_file is not None:
+            spec.seed_file.close()  # standard input's copy: deleted
+
+
+def _run(
+    spec: CrawlSpec,
+    parts: WorkerParts,
+    on_record: Callable[[Record], None] | None,
+    stop: threading.Event | None,
+    progress: Progress | None,
+) -> int:
+    crawl, stores, lifetimes, handlers = parts.crawl, parts.stores, parts.lifetimes, parts.handlers
+    crawl_options = spec.options
+    if spec.local:
+        _make_warc_directory(crawl_options.warc)
+    seeds = seed_messages(crawl, spec.seed_urls, crawl_options)
+    if crawl_options.breadth_first and uses_redis() and not spec.local:
         print(
             "note: --breadth-first orders messages on RabbitMQ and with --local; Redis keeps"
             " them in arrival order",
             file=sys.stderr,
         )
-    if not arguments.local:
-        return _seed_for_workers(arguments, crawl, stores, lifetimes, seeds, crawl_options)
-    if arguments.handler is not None and arguments.handler not in handlers.names:
+    if not spec.local:
+        return _seed_for_workers(spec, crawl, stores, lifetimes, seeds)
+    handler = crawl_options.handler
+    if handler is not None and handler not in handlers.names:
         try:
-            handlers.load(arguments.handler)
+            handlers.load(handler)
         except ValueError as e:
-            raise CrawlError(f"--handler {arguments.handler}: {e}") from e
+            raise CrawlError(f"--handler {handler}: {e}") from e
     try:
-        return _run_locally(
-            arguments, crawl, stores, lifetimes, seeds, crawl_options, on_record, stop
-        )
+        return _run_locally(spec, crawl, stores, lifetimes, seeds, on_record, stop, progress)
     except DiskFull as e:
         again = (
-            "run the same command to carry on"
-            if arguments.state is not None
-            else "run the crawl again"
+            "run the same command to carry on" if spec.state is not None else "run the crawl again"
         )
+        if progress is not None:
+            logger.error("crawler: %s: free some space, then %s", e, again)
+            return 1
         print(f"crawler: {e}: free some space, then {again}", file=sys.stderr, flush=True)
         return 1
 
 
-def _check_arguments(arguments: argparse.Namespace) -> None:
-    """Raise :class:`CrawlError` for no URL, or for options that do not go together."""
-    if not arguments.urls:
-        raise CrawlError("give at least one URL to crawl")
-    for first, second in CONTRADICTIONS:
-        if getattr(arguments, first) and getattr(arguments, second):
-            raise CrawlError(
-                f"--{first.replace('_', '-')} and --{second.replace('_', '-')}: choose one"
-            )
-    if arguments.threads is not None and not arguments.local:
-        raise CrawlError("--threads works with --local only")
-    if arguments.state is not None and not arguments.local:
-        raise CrawlError("--state works with --local only")
-    if arguments.output is not None and not (arguments.wait or arguments.local):
-        raise CrawlError("--output works with --local or --wait")
-    if arguments.dashboard is not None and not (arguments.wait or arguments.local):
-        raise CrawlError("--dashboard works with --local or --wait")
+def _make_warc_directory(warc: str | None) -> None:
+    """``--local``'s ``--warc`` directory made if missing, and writable; or a
+    :class:`CrawlError`."""
+    if warc is None:
+        return
+    directory = Path(warc)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "permission denied")
+    except OSError as e:
+        raise CrawlError(f"cannot write WARC files in {warc!r}: {e.strerror or e}") from e
 
 
-def _said(arguments: argparse.Namespace) -> TextIO:
+def _said(spec: CrawlSpec) -> TextIO:
     """Where what the command says goes: with records on standard output (-o -), stderr."""
-    return (
-        sys.stderr if arguments.output is not None and str(arguments.output) == "-" else sys.stdout
-    )
+    return sys.stderr if spec.output is not None and str(spec.output) == "-" else sys.stdout
 
 
 def _seed_for_workers(
-    arguments: argparse.Namespace,
+    spec: CrawlSpec,
     crawl: dramatiq.Actor[Any, Any],
     stores: Stores,
     lifetimes: Lifetimes,
-    seeds: list[dramatiq.Message[Any]],
-    crawl_options: CrawlOptions,
+    seeds: seeder.Messages,
 ) -> int:
     """Seed the crawl for workers, and with ``--wait`` follow it to its end."""
-    output = open_output(arguments.output)
-    said = _said(arguments)
+    crawl_options = spec.options
+    output = open_output(spec.output)
+    said = _said(spec)
     with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
-        if arguments.dashboard is not None:
-            dashboard.callback(show_dashboard(stores, crawl, arguments.dashboard, crawl_options))
+        if spec.dashboard is not None:
+            dashboard.callback(show_dashboard(stores, crawl, spec.dashboard, crawl_options).close)
         return reach_services(
             lambda: seeder.seed(
                 crawl,
@@ -158,83 +154,94 @@ def _seed_for_workers(
                 lifetimes,
                 seeds,
                 crawl_options,
-                wait=arguments.wait,
+                wait=spec.wait,
                 output=output,
-                adding=arguments.crawl_id is not None,
+                adding=spec.adding,
             )
         )
 
 
 def _run_locally(
-    arguments: argparse.Namespace,
+    spec: CrawlSpec,
     crawl: dramatiq.Actor[Any, Any],
     stores: Stores,
     lifetimes: Lifetimes,
-    seeds: list[dramatiq.Message[Any]],
-    crawl_options: CrawlOptions,
+    seeds: seeder.Messages,
     on_record: Callable[[Record], None] | None,
     stop: threading.Event | None,
+    progress: Progress | None = None,
 ) -> int:
-    """``--local``: the crawl in this process, its ``--state`` kept on disk.  Raises
-    :class:`DiskFull` when a disk it writes to has no room left."""
+    """``--local``: the crawl in this process, its ``--state`` kept on disk, by actors
+    of its own on a broker of its own (:func:`crawler.brokers.local.serve`: ``crawl``
+    is not rebound).  Raises :class:`DiskFull` when a disk it writes to has no room
+    left; with ``progress`` (the API's), nothing printed."""
+    crawl_options = spec.options
     saved = None
-    if arguments.state is not None:
-        saved, seeds = open_state(arguments, seeds, crawl_options)
+    if spec.state is not None:
+        saved, seeds = open_state(spec, seeds)
     try:
-        output = open_output(arguments.output, append=saved is not None)
+        output = open_output(spec.output, append=saved is not None)
     except BaseException:
         if saved is not None:
             saved.close()
         raise
-    said = _said(arguments)
-    with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
+    local_crawl = local.serve(crawl, saved).get_actor(crawl.actor_name)
+    said = _said(spec)
+    quiet = progress is not None  # the API's: sys.stdout is its host's
+    with (
+        contextlib.nullcontext() if quiet else contextlib.redirect_stdout(said),
+        contextlib.ExitStack() as dashboard,
+    ):
         # --local: claims, counters and rate limits in this process, not in Memcached;
         # WARC files in the directory the command line named (the one its messages name).
         warc = None if crawl_options.warc is None else Path(crawl_options.warc)
         if saved is not None and warc is not None and warc.is_dir():
             cut_partial_records(warc)  # a record the interruption cut short
         stores.keep_in_memory(warc, None if saved is None else SavedClient(saved))
-        if arguments.dashboard is not None:  # reads the stores just chosen
-            dashboard.callback(show_dashboard(stores, crawl, arguments.dashboard, crawl_options))
-        return local_mode.run(
-            crawl,
+        served = None
+        if spec.dashboard is not None:  # reads the stores just chosen
+            served = show_dashboard(stores, local_crawl, spec.dashboard, crawl_options, quiet=quiet)
+            dashboard.callback(served.close)
+        status = local_mode.run(
+            local_crawl,
             stores,
             lifetimes,
             seeds,
-            threads=arguments.threads or 8,
+            threads=spec.fetching_threads,
             output=output,
-            verbose=arguments.verbose,
+            verbose=spec.verbose,
             saved=saved,
             on_record=on_record,
             stop=stop,
             warc_files=None if warc is None else stores.warc_files,
+            progress=progress,
         )
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-#: Options that make no sense together: refused, naming both.
-CONTRADICTIONS = (("local", "wait"), ("local", "crawl_id"))
+        if served is not None and status != 130:  # 130: interrupted, the command stops
+            _dashboard_stays(served, crawl_options, quiet=quiet)
+        return status
 
 
 def seed_messages(
-    crawl: dramatiq.Actor[Any, Any], urls: list[str], crawl_options: CrawlOptions
-) -> list[dramatiq.Message[Any]]:
+    crawl: dramatiq.Actor[Any, Any], urls: Collection[str] | SeedUrls, crawl_options: CrawlOptions
+) -> seeder.Seeds:
     """A crawl's first messages: one for each URL, and with ``--sitemaps`` one for each
-    of their sites' robots.txt, to read the sitemaps it names."""
+    of their sites' robots.txt, to read the sitemaps it names.  They are made as they
+    are iterated, ``urls`` read again each time (a seed file, :class:`SeedUrls`): never
+    all in memory at once; only the robots.txt URLs, one a host, are."""
     kwargs: dict[str, Any] = {"options": crawl_options.to_message()}
     seed_priority = priority(0, crawl_options)
-    extra = {} if seed_priority is None else {"broker_priority": seed_priority}
-    messages = [crawl.message_with_options(args=(url,), kwargs=kwargs, **extra) for url in urls]
-    if crawl_options.sitemaps:
-        robots = dict.fromkeys(politeness.robots_url(url) for url in urls)
-        messages += [
-            crawl.message_with_options(args=(url,), kwargs={**kwargs, "sitemap": 1}, **extra)
-            for url in robots
-        ]
-    return messages
+    robots: tuple[str, ...] = ()
+    if crawl_options.sitemaps:  # robots.txt's, for the sitemaps' actor (level 1)
+        robots = tuple(dict.fromkeys(politeness.robots_url(url) for url in urls))
+    sitemap = {**kwargs, "sitemap": 1}
+
+    def made() -> Iterator[dramatiq.Message[Any]]:
+        for url in urls:
+            yield message_of(crawl, url, kwargs, seed_priority)
+        for url in robots:
+            yield message_of(crawl, url, sitemap, seed_priority, sitemap=True)
+
+    return seeder.Seeds(len(urls) + len(robots), made)
 
 
 def reach_services(command: Callable[[], int]) -> int:
@@ -248,41 +255,94 @@ def reach_services(command: Callable[[], int]) -> int:
             isinstance(e, redis.RedisError) and dedup_url() is not None and not uses_redis()
         )
         where = dedup_store_name() if store else broker_address()
-        print(f"error: cannot reach {where}: {e}", file=sys.stderr)
+        print(f"error: cannot reach {where}: {why(e)} ({_service_hint(store)})", file=sys.stderr)
         return 1
 
 
+def why(error: BaseException) -> str:
+    """What went wrong, never empty: pika's connection errors often say nothing
+    themselves, their cause does (the first of the chain with words, else its type)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if str(cause).strip():
+            return f"{type(cause).__name__}: {cause}"
+        inner = [cause.__cause__, cause.__context__, getattr(cause, "exception", None)]
+        inner += [a for a in cause.args if isinstance(a, BaseException)]
+        cause = next((e for e in inner if isinstance(e, BaseException)), None)
+    return f"{type(error).__name__} (no reason given: is anything listening there?)"
+
+
+def _service_hint(store: bool) -> str:
+    """How to reach the service that did not answer, or do without it."""
+    if store:
+        setting = (
+            "set MEMCACHED_SERVERS (or DEDUP_URL for Redis)"
+            if dedup_url() is None
+            else ("set DEDUP_URL")
+        )
+        return f"start it or {setting}; a crawl in this process needs no service: --local"
+    setting = "REDIS_URL" if uses_redis() else "RABBITMQ_URL (REDIS=1: Redis)"
+    return f"start it or set {setting}; a crawl in this process needs no service: --local"
+
+
 def show_dashboard(
-    stores: Stores, crawl: dramatiq.Actor[Any, Any], port: int, crawl_options: CrawlOptions
-) -> Callable[[], None]:
-    """``--dashboard PORT``: the crawl's live page served from a thread; what stops it."""
+    stores: Stores,
+    crawl: dramatiq.Actor[Any, Any],
+    port: int,
+    crawl_options: CrawlOptions,
+    *,
+    quiet: bool = False,
+) -> Background:
+    """``--dashboard PORT``: the crawl's live page served from a thread (its ``close``
+    stops it).  Its address printed, or logged when ``quiet`` (the API's)."""
     from crawler.dashboard import Background
     from crawler.dashboard.reading import Reader
 
     served = Background(Reader(stores, crawl), port)
     if not served.wait_started():
-        print(f"note: the dashboard could not listen on 127.0.0.1:{port}", file=sys.stderr)
+        if quiet:
+            logger.warning("the dashboard could not listen on 127.0.0.1:%d", port)
+        else:
+            print(f"note: the dashboard could not listen on 127.0.0.1:{port}", file=sys.stderr)
+    elif quiet:
+        logger.info("dashboard: %s/crawl/%s", served.address, crawl_options.crawl_id)
     else:
         print(f"dashboard: {served.address}/crawl/{crawl_options.crawl_id}", flush=True)
-    return served.close
+    return served
 
 
-def open_state(
-    arguments: argparse.Namespace,
-    seeds: list[dramatiq.Message[Any]],
-    crawl_options: CrawlOptions,
-) -> tuple[SavedState, list[dramatiq.Message[Any]]]:
+def _dashboard_stays(served: Background, crawl_options: CrawlOptions, *, quiet: bool) -> None:
+    """``--local --dashboard``, the crawl ended (not interrupted): the command line's page
+    stays served, and says so, until Ctrl-C or SIGTERM; the API's (``quiet``) stops with
+    the crawl, as its caller goes on (so does a crawl run off the main thread)."""
+    from crawler.dashboard import until_stopped
+
+    assert crawl_options.crawl_id is not None
+    stays = not quiet and served.serving and threading.current_thread() is threading.main_thread()
+    served.reader.ended(crawl_options.crawl_id, stays=stays)
+    if not stays:
+        return
+    print(f"dashboard still at {served.address}/ — Ctrl-C to stop", file=sys.stderr, flush=True)
+    until_stopped()
+
+
+def open_state(spec: CrawlSpec, seeds: seeder.Messages) -> tuple[SavedState, seeder.Messages]:
     """``--state DIR``: its state file, and the seeds to send (none when carrying on),
     or a usage error."""
-    options = dict(crawl_options.to_message() or {})
+    assert spec.state is not None
+    options = dict(spec.options.to_message() or {})
     options.pop("crawl_id", None)
-    the_command = {"urls": arguments.urls, "options": options}
+    the_command: dict[str, Any] = {"urls": list(spec.seeds), "options": options}
+    if spec.seed_file is not None:  # its name and size: not its every URL
+        the_command["input_file"] = [spec.seed_file.name, spec.seed_file.count]
     try:
-        saved = SavedState(arguments.state)
+        saved = SavedState(spec.state)
     except StateInUse as e:
         raise CrawlError(str(e)) from e
     except (OSError, sqlite3.Error) as e:
-        raise CrawlError(f"cannot keep --state in {str(arguments.state)!r}: {e}") from e
+        raise CrawlError(f"cannot keep --state in {str(spec.state)!r}: {e}") from e
     try:
         return saved, local_mode.seeds_to_send(saved, seeds, the_command)
     except local_mode.AnotherCrawl as e:

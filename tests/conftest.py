@@ -12,6 +12,7 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 
 from crawler.environment import rabbitmq_url
+from crawler.middleware import CurrentBroker, install
 from crawler.stores.memcached import MemcachedClient
 from crawler.stores.redis import RedisStorePool
 from crawler.tracking.bookkeeping import keep_books
@@ -123,18 +124,22 @@ def dedup_env(request: pytest.FixtureRequest, memcached: MemcachedClient) -> dic
 
 @pytest.fixture
 def stub_broker(memcached: MemcachedClient) -> Iterator[StubBroker]:
-    """The real ``crawl`` actor, bound to a StubBroker for the test."""
+    """The real ``crawl`` actor and its sitemaps' actor, bound to a StubBroker for the test
+    (tests call ``example.crawl`` and send with it directly: the crawler itself never
+    rebinds an actor, its bodies send through ``actor_for``)."""
     from crawler import example
 
     broker = StubBroker()
+    install(broker, CurrentBroker())
     keep_books(broker, example.stores, example.lifetimes)
     broker.emit_after("process_boot")
     original = example.crawl.broker
-    broker.declare_actor(example.crawl)
-    example.crawl.broker = broker
+    for actor in (example.crawl, example.crawl_sitemap):
+        broker.declare_actor(actor)
+        actor.broker = broker
     dramatiq.set_broker(broker)
     yield broker
-    example.crawl.broker = original
+    example.crawl.broker = example.crawl_sitemap.broker = original
     dramatiq.set_broker(original)
     broker.close()
 

@@ -1,18 +1,25 @@
 """``crawler dashboard``: a live page of a crawl on workers, read in a real browser
 (Debian's chromium, driven by Selenium through chromium-driver), its figures equal to
-``--status``'s."""
+``--status``'s; ``--local --dashboard``'s page, kept after the crawl's end until the
+command is stopped, its elapsed time stopped and its page times the fetches' alone; and
+a dedup store that does not answer, a 503 that says why."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import signal
 import socket
+import statistics
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import pytest
 from selenium import webdriver
@@ -22,7 +29,7 @@ from selenium.webdriver.common.by import By
 from scripts.services import apt_install
 from tests.site_server import Page as SitePage
 from tests.site_server import SiteServer, generate_site, page_path
-from tests.support import FAST_FAILURES, crawl_id_of, wait_for_crawl, wait_until
+from tests.support import FAST_FAILURES, crawl_id_of, wait_for_crawl, wait_for_port, wait_until
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
 
 #: Where the test keeps its screenshots: an artefact of the run.
@@ -66,6 +73,10 @@ return {
   crawled: crawled ? crawled.dataset.count : null,
   points: Number(document.getElementById("chart").dataset.points),
   canvas: document.querySelectorAll("#chart canvas").length,
+  elapsed: text("elapsed"),
+  replay: document.getElementById("dead-lettered").hidden ? null : text("replay"),
+  failed_locally: !document.getElementById("failed-locally").hidden,
+  note: document.getElementById("note").hidden ? null : text("note"),
 };
 """
 
@@ -148,8 +159,19 @@ def test_the_dashboard_shows_a_live_crawl_on_workers_as_status_counts_it(
     assert finished["failures"][0][0] == broken
     assert int(finished["crawled"]) == pages
     assert finished["dead_letters"] == "1"
+    assert finished["replay"] == f"crawler replay {crawl_id}" and not finished["failed_locally"]
+    assert finished["note"] is None  # `crawler dashboard` serves on: nothing to say
     assert int(finished["workers"]) >= 1  # a worker process (Redis: until its heartbeat is old)
     assert (ARTEFACTS / f"dashboard-finished-{broker_env}.png").stat().st_size > 10_000
+
+
+def staying_line(stderr: IO[str]) -> str:
+    """The line ``--local --dashboard`` says once its crawl ended, after the progress
+    lines (one every 5 s)."""
+    for line in stderr:
+        if line.startswith("dashboard still at"):
+            return line
+    return ""
 
 
 def read_json(url: str) -> Any:
@@ -182,6 +204,9 @@ def test_local_dashboard_serves_the_crawl_being_run(site: SiteServer) -> None:
             shown = json.load(answer)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/crawl/{crawl_id}") as answer:
             page = answer.read().decode()
+        assert local.stderr is not None
+        assert staying_line(local.stderr).startswith("dashboard still at")  # the crawl ended
+        local.send_signal(signal.SIGINT)  # the page stays until then
         stdout, _ = local.communicate(timeout=60)
     finally:
         if local.poll() is None:
@@ -193,3 +218,146 @@ def test_local_dashboard_serves_the_crawl_being_run(site: SiteServer) -> None:
     assert shown["discovered"] > 0 and shown["done"] < 60
     assert "uPlot.iife.min.js" in page
     assert local.returncode == 0 and "60 pages fetched" in stdout
+
+
+def test_local_dashboard_stays_after_the_crawl_until_ctrl_c(
+    site: SiteServer, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    """Once the crawl ended, ``--local --dashboard``'s page stays (and says so) until
+    SIGINT, its elapsed time stopped at the end, no ``crawler replay`` offered (no
+    broker), and its hosts' page times the fetches' (5 ms pages) without the
+    ``--max-rate 2`` wait that the records' ``elapsed_ms`` hold."""
+    pages = 8
+    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=2))
+    site.delay = 0.005
+    port = free_port()
+    output = tmp_path / "pages.jsonl"
+    command = [sys.executable, "-m", "crawler.example", site.url(page_path(0)), "--local"]
+    local = subprocess.Popen(
+        [
+            *command,
+            "--threads",
+            "2",
+            "--max-rate",
+            "2",
+            "-o",
+            str(output),
+            "--dashboard",
+            str(port),
+        ],
+        cwd=PROJECT_ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert local.stdout is not None and local.stderr is not None
+        line = local.stdout.readline()
+        assert line.startswith(f"dashboard: http://127.0.0.1:{port}/crawl/"), line
+        crawl_id = line.strip().rpartition("/")[2]
+        staying = staying_line(local.stderr)  # once the crawl ended
+        api = f"http://127.0.0.1:{port}/api/crawls/{crawl_id}"
+        ended = read_json(api)
+        browser.get(f"http://127.0.0.1:{port}/crawl/{crawl_id}")
+        wait_until(lambda: snapshot(browser)["note"] is not None, timeout=10)
+        time.sleep(2)  # the crawl's page stays, and its elapsed time stays still
+        later = read_json(api)
+        shown = snapshot(browser)
+        ARTEFACTS.mkdir(exist_ok=True)
+        browser.save_screenshot(str(ARTEFACTS / "dashboard-local-finished.png"))
+        assert local.poll() is None
+        local.send_signal(signal.SIGINT)
+        stdout, stderr = local.communicate(timeout=20)
+    finally:
+        if local.poll() is None:
+            local.kill()
+            local.communicate()
+    assert staying == f"dashboard still at http://127.0.0.1:{port}/ — Ctrl-C to stop\n"
+    assert local.returncode == 0, stderr[-2000:]
+    assert f"{pages} pages fetched" in stdout and "Traceback" not in stderr
+    assert "dashboard still at" not in stderr  # said once, read above
+    with pytest.raises(OSError):  # nothing serves the page any longer
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+    took = float(re.search(r"Finished after ([\d.]+)s", stdout).group(1))  # type: ignore[union-attr]
+    assert ended["state"] == "finished" and ended["note"] == later["note"]
+    assert later["note"] == "crawl finished; this page stays until you stop the command"
+    assert later["elapsed_s"] == ended["elapsed_s"] <= took + 1
+    assert ended["elapsed_s"] >= 2  # 8 pages at 2 a second
+    assert shown["note"] == later["note"] and shown["state"] == "finished"
+    assert shown["elapsed"] == f"{ended['elapsed_s']:.1f} s"
+    assert later["replay"] is None and shown["replay"] is None and shown["failed_locally"]
+
+    (host,) = later["hosts"]
+    assert host["pages"] == pages and host["median_ms"] is not None
+    assert host["median_ms"] < 100 and host["p95_ms"] is not None and host["p95_ms"] < 400
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    assert len(records) == pages
+    assert statistics.median(r["fetch_ms"] for r in records) < 100
+    assert statistics.median(r["elapsed_ms"] for r in records) > 200  # the --max-rate wait
+
+
+def test_dashboard_says_the_store_is_unreachable(browser: webdriver.Chrome) -> None:
+    """``crawler dashboard`` with Memcached down: a 503 naming it, why and what to do,
+    on the API and the pages; one log line, no traceback."""
+    down = f"127.0.0.1:{free_port()}"  # nothing listens there
+    port = free_port()
+    dashboard = subprocess.Popen(
+        [sys.executable, "-m", "crawler.command", "dashboard", "--port", str(port)],
+        cwd=PROJECT_ROOT,
+        env=environment(MEMCACHED_SERVERS=down),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    answers = []
+    try:
+        assert dashboard.stdout is not None
+        assert dashboard.stdout.readline().startswith("dashboard: http://127.0.0.1:")
+        wait_for_port(port)
+        for path in ("/api/crawls", "/api/crawls/some-crawl", "/api/crawls"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}")
+            answers.append((refused.value.code, json.load(refused.value)["error"]))
+        browser.get(f"http://127.0.0.1:{port}/")
+        error = "const e = document.getElementById('error'); return e.hidden ? null : e.textContent"
+        wait_until(lambda: browser.execute_script(error) is not None, timeout=10)
+        listed = browser.execute_script(error)
+        browser.get(f"http://127.0.0.1:{port}/crawl/some-crawl")
+        wait_until(lambda: browser.execute_script(error) is not None, timeout=10)
+        shown = browser.execute_script(error)
+    finally:
+        dashboard.terminate()
+        _, stderr = dashboard.communicate(timeout=10)
+    said = f"cannot reach Memcached at {down}: "
+    for code, message in answers:
+        assert code == 503
+        assert message.startswith(said) and "Connection refused" in message, message
+        assert message.endswith("start it or set MEMCACHED_SERVERS (or DEDUP_URL for Redis)")
+    assert listed == shown == answers[0][1]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert [line for line in stderr.splitlines() if said in line] == [f"dashboard: {answers[0][1]}"]
+
+
+def test_the_apis_dashboard_stops_with_the_crawl(site: SiteServer) -> None:
+    """``Crawl(..., dashboard=PORT)``: the page is served while the crawl runs and stops
+    with it, for the caller goes on (the command line's stays until Ctrl-C)."""
+    site.pages.update(generate_site(site.base_url, pages=5, links_per_page=2))
+    port = free_port()
+    script = (
+        "import sys\nfrom crawler import Crawl\n"
+        f"sys.exit(Crawl([{site.url(page_path(0))!r}], threads=2, dashboard={port}).run())\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=PROJECT_ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "dashboard still at" not in ran.stderr + ran.stdout
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -58,11 +58,13 @@ def test_every_record_field_is_in_the_output_page() -> None:
 def test_the_records_of_a_crawl_hold_only_documented_fields(
     site: SiteServer, tmp_path: Path
 ) -> None:
-    """A crawl meeting each kind of page: HTML with a malformed link, not HTML, a
-    failure, kept in WARC files; JSON lines and CSV alike."""
+    """A crawl meeting each kind of page: HTML with a malformed link, not HTML, a 4xx
+    answer, a failure, kept in WARC files; JSON lines and CSV alike."""
     site.pages["/"] = html(
-        site.url("/image.png"), site.url("/gone.html"), "http://[bad/", site.url("/a.html")
-    )
+        site.url("/image.png"), site.url("/gone.html"), "http://[bad/", site.url("/a.html"),
+        site.url("/broken.html"),
+    )  # fmt: skip
+    site.behaviors["/broken.html"] = lambda handler, nth: handler.send_error(500)
     site.pages["/a.html"] = html(site.url("/"))
     site.pages["/image.png"] = Page(b"PNG", content_type="image/png")
     fields: set[str] = set()
@@ -73,15 +75,15 @@ def test_the_records_of_a_crawl_hold_only_documented_fields(
              "--warc", str(tmp_path / f"warc-{name}")],
             cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        assert crawl.returncode == 1, crawl.stderr  # the page that is gone failed
+        assert crawl.returncode == 1, crawl.stderr  # the broken page failed (the gone one answered)
         if name.endswith(".jsonl"):
             lines = [json.loads(line) for line in output.read_text().splitlines()]
-            assert {r["outcome"] for r in lines} == {"crawled", "not-html", "failed"}
+            assert {r["outcome"] for r in lines} == {"crawled", "not-html", "answered", "failed"}
             fields |= {key for record in lines for key in record}
         else:
             header, *rows = output.read_text().splitlines()
             assert header.split(",") == list(records.RECORD_FIELDS)
-            assert len(rows) == 4
+            assert len(rows) == 5
     assert fields - set(records.RECORD_FIELDS) == set()
     assert {"warc_file", "dropped_links", "error", "message_id"} <= fields
 

@@ -130,7 +130,7 @@ def crawl(request: pytest.FixtureRequest) -> Iterator[Crawl]:
         claimed = build_site(crawl)
         try:
             assert seed(env, site.url("/")).returncode == 0
-            finals = ("Done crawling", "Skipping URL", "Giving up on URL")
+            finals = ("Done crawling", "Skipping URL", "Giving up on URL", "answered HTTP 4")
             workers.wait_until(lambda: sum(map(workers.count, finals)) == len(claimed), timeout=90)
         finally:
             assert workers.stop() == 0
@@ -173,11 +173,12 @@ def test_429_is_retried_after_the_servers_retry_after(crawl: Crawl) -> None:
     assert times[1] - times[0] >= 1.0
 
 
-def test_404_is_not_retried(crawl: Crawl) -> None:
+def test_404_is_an_answer_neither_retried_nor_given_up(crawl: Crawl) -> None:
     url = crawl.site.url("/missing.html")
 
     assert crawl.fetches()["/missing.html"] == 1
-    assert crawl.logged(f"Giving up on URL {url!r}: HTTP 404 Not Found.")
+    assert crawl.logged(f"URL {url!r} answered HTTP 404 Not Found.")
+    assert not crawl.logged(f"Giving up on URL {url!r}")  # not dead-lettered
 
 
 def test_slow_drip_is_cut_at_the_fetch_deadline_every_attempt(crawl: Crawl) -> None:

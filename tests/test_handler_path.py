@@ -56,7 +56,7 @@ def test_a_handler_module_in_the_current_directory_is_found_by_a_local_crawl(
         environment(), tmp_path, "crawl", "--local", url, "--handler", "mine:where", "-o", "-"
     )
     assert crawled.returncode == 0, crawled.stderr[-2000:]
-    assert sorted(d["found_at"] for d in data_of(crawled.stdout)) == sorted(  # type: ignore[index]
+    assert sorted(str(d["found_at"]) for d in data_of(crawled.stdout)) == sorted(
         site.url(page_path(i)) for i in range(2)
     )
     elsewhere = console(

@@ -112,24 +112,27 @@ def test_local_crawl_fetches_every_page_once_and_touches_no_service(
 def test_local_crawl_lists_failures_in_its_summary_and_exits_1(
     site: SiteServer, tmp_path: Path
 ) -> None:
-    site.pages["/"] = html(site.url("/gone.html"), site.url("/image.png"))
+    site.pages["/"] = html(site.url("/gone.html"), site.url("/image.png"), site.url("/broken.html"))
     site.pages["/image.png"] = Page(b"PNG", content_type="image/png")
+    site.behaviors["/broken.html"] = lambda handler, nth: handler.send_error(500)
     output = tmp_path / "records.jsonl"
     with services_trapped() as (env, _):
         crawl = crawl_locally(env, site.url("/"), "--output", str(output))
         stdout, _ = crawl.communicate(timeout=60)
 
-    assert crawl.returncode == 1
+    assert crawl.returncode == 1  # /broken.html could not be fetched; the 404 is an answer
     assert "1 pages fetched" not in stdout
     assert "2 pages fetched" in stdout
     assert "1 skipped as not HTML" in stdout
-    assert "1 failed." in stdout
-    assert f"  failed: {site.url('/gone.html')}: HTTP 404" in stdout
+    assert "1 answered 404, 1 failed." in stdout
+    assert f"  failed: {site.url('/broken.html')}: HTTP 500" in stdout
+    assert f"  failed: {site.url('/gone.html')}" not in stdout
     outcomes = {r["url"]: r["outcome"] for r in read_records(output)}
     assert outcomes == {
         site.url("/"): "crawled",
         site.url("/image.png"): "not-html",
-        site.url("/gone.html"): "failed",
+        site.url("/gone.html"): "answered",
+        site.url("/broken.html"): "failed",
     }
 
 
@@ -144,7 +147,7 @@ def test_local_and_distributed_crawls_reach_the_same_pages(
     with services_trapped() as (env, _):
         local = crawl_locally(env, seed_url)
         local.communicate(timeout=60)
-    assert local.returncode == 1  # /gone.html failed for good
+    assert local.returncode == 0  # /gone.html answered 404: an answer, not a failure
     local_pages = set(site.fetch_counts())
     site.requests.clear()
 

@@ -181,7 +181,7 @@ def assert_answers_as_pylibmc(client: MemcachedClient) -> None:
 def test_dramatiqs_bucket_rate_limiter_counts_on_the_pool(own_memcached: MemcachedProcess) -> None:
     pool = ThreadMappedPool(servers_of([own_memcached.servers]))
     backend = MemcachedBackend(pool)
-    limiter = BucketRateLimiter(backend, "host", limit=3, bucket=60_000)  # type: ignore[no-untyped-call]
+    limiter = BucketRateLimiter(backend, "host", limit=3, bucket=60_000)
     entered = []
     for _ in range(5):
         with limiter.acquire(raise_on_failure=False) as acquired:

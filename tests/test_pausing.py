@@ -20,8 +20,9 @@ from tests.workers import WorkerProcesses, environment, seed
 #: Seconds after ``pause`` returns by which no new fetch of the crawl may start: only
 #: messages already past their claim check go on.
 LAG = 0.5
-#: Claims last a second here: the pause outlives them, and the journal answers.
-CLAIM_TTL = 1
+#: Claims last 3 s here: the pause outlives them, and the journal answers; a fetch the
+#: site holds while the test pauses the crawl stays well within them.
+CLAIM_TTL = 3
 
 
 def test_a_paused_crawl_s_message_is_put_back_unclaimed_with_a_growing_wait(
@@ -75,11 +76,11 @@ def test_a_paused_crawl_fetches_nothing_while_another_runs_then_ends_each_page_o
         site.wait_for_requests(6)
         paused = seed(env, "--pause", crawl_id)
         paused_at = time.monotonic()
-        status = seed(env, "--status", crawl_id)
         site.release()
+        status = seed(env, "--status", crawl_id)
         other = seed(env, control.url(page_path(0)), "--wait")
         # Paused longer than its claims live: its URLs' journal entries answer for them.
-        wait_until(lambda: time.monotonic() > paused_at + 3 * CLAIM_TTL, timeout=10)
+        wait_until(lambda: time.monotonic() > paused_at + 2 * CLAIM_TTL, timeout=10)
         resumed_at = time.monotonic()
         resumed = seed(env, "--resume", crawl_id)
         _, stderr = waiting.communicate(timeout=120)

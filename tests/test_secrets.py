@@ -121,13 +121,14 @@ def test_a_crawl_with_passwords_fetches_every_page_and_shows_them_nowhere(
         dramatiq_prom_port=str(metrics_port),
     )
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=2))
+    site.behaviors["/broken.html"] = lambda handler, nth: handler.send_error(500)
     output = tmp_path / "records.jsonl"
     workers = WorkerProcesses(env, processes=1, threads=4)
     try:
-        # A missing page as well: its failure goes into a record, the summary and the
+        # A broken page as well: its failure goes into a record, the summary and the
         # dead-letter queue.
         waiting = wait_for_crawl(
-            env, site.url(page_path(0)), site.url("/missing.html"), "--output", str(output)
+            env, site.url(page_path(0)), site.url("/broken.html"), "--output", str(output)
         )
         stdout, stderr = waiting.communicate(timeout=60)
         crawl_id = crawl_id_of(stdout)
@@ -137,8 +138,8 @@ def test_a_crawl_with_passwords_fetches_every_page_and_shows_them_nowhere(
     finally:
         assert workers.stop() == 0
 
-    assert waiting.returncode == 1, stderr  # the missing page failed, the rest was crawled
-    assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)} | {"/missing.html": 1}
+    assert waiting.returncode == 1, stderr  # the broken page failed, the rest was crawled
+    assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)} | {"/broken.html": 4}
     assert f": {PAGES} pages fetched" in stdout and "1 failed." in stdout
     assert f": finished: {PAGES} pages fetched, " in status.stdout
     assert f"1 dead-lettered URL(s) of crawl {crawl_id}" in dead.stdout

@@ -115,3 +115,7 @@ def test_a_broker_the_seeder_cannot_reach_is_named_in_one_line(
     assert result.returncode == 1
     assert result.stderr.startswith(f"error: cannot reach {named}: "), result.stderr
     assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1  # one line: why, and what to do about it
+    reason = result.stderr.removeprefix(f"error: cannot reach {named}: ")
+    assert reason[0].isalpha() and "(no reason given" not in reason  # always says why
+    assert "set RABBITMQ_URL" in reason and "needs no service: --local)" in reason

@@ -4,12 +4,16 @@ checked as its flag is; the command line wins over ``-s``, ``-s`` over the file.
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from crawler.cli.settings import add_settings, parse_args
 from crawler.command_line import Parser, add_seeding
+from tests.site_server import SiteServer, generate_site, page_path
+from tests.workers import environment, seed
 
 
 def crawl_parser() -> argparse.ArgumentParser:
@@ -69,3 +73,20 @@ def test_unknown_keys_and_bad_values_are_refused_in_one_line_naming_them(
     assert "-s help=1: 'help' is not a crawl option" in refused(["-s", "help=1"], capsys)
     assert "-s max-pages: not NAME=VALUE" in refused(["-s", "max-pages"], capsys)
     assert "-s max-pages=x: max-pages: " in refused(["-s", "max-pages=x"], capsys)
+
+
+def test_a_crawl_runs_with_its_settings_file_on_both_command_lines(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    site.pages.update(generate_site(site.base_url, pages=10, links_per_page=3))
+    config = tmp_path / "crawl.toml"
+    config.write_text("max-pages = 2\nthreads = 1\n")
+    url = site.url(page_path(0))
+    upstream = seed(environment(), url, "--local", "--config", str(config), "-s", "max-pages=3")
+    assert upstream.returncode == 0, upstream.stderr
+    assert upstream.stdout.startswith("Finished") and " 3 pages fetched" in upstream.stdout
+    crawler = Path(sys.executable).parent / "crawler"
+    command = [str(crawler), "crawl", "--local", url, "--config", str(config)]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert " 2 pages fetched" in ran.stdout

@@ -247,11 +247,14 @@ def test_a_url_given_up_keeps_the_response_of_its_last_attempt_only(
     site.pages[page_path(0)] = html(site.url("/gone.html"), site.url("/down.html"))
     site.pages["/gone.html"] = Page(b"gone for good", content_type="text/plain", status=404)
     site.pages["/down.html"] = Page(b"try later", content_type="text/plain", status=503)
-    warc = tmp_path / "warc"
+    warc, output = tmp_path / "warc", tmp_path / "records.jsonl"
 
-    result = seed(env, "--local", site.url(page_path(0)), "--warc", str(warc))
+    result = seed(env, "--local", site.url(page_path(0)), "--warc", str(warc), "-o", str(output))
 
-    assert result.returncode == 1, result.stdout + result.stderr  # two URLs failed
+    assert result.returncode == 1, result.stdout + result.stderr  # /down.html failed
+    gone = {record["url"]: record for record in read_records(output)}[site.url("/gone.html")]
+    assert gone["outcome"] == "answered" and gone["status"] == 404  # an answer, kept too
+    assert gone["warc_file"] and gone["payload_digest"].startswith("sha1:")
     assert site.fetch_counts()["/down.html"] == 4  # upstream's max_retries=3
     stored = records_by_url(warc)
     for path, status, body in (

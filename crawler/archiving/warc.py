@@ -51,6 +51,7 @@ from warcio.warcwriter import WARCWriter
 from crawler.environment import Limits
 from crawler.errors import InvalidMessage, TransientError, shown
 from crawler.fetching import Fetched, is_html, read_body
+from crawler.fetching.bounded_fetch import RETRIED_4XX
 
 SOFTWARE = "crawler (Dramatiq's web-crawler example), warcio"
 
@@ -273,7 +274,7 @@ class Keeper:
       options(Mapping): The crawl's options, as its messages carry them (for ``warcinfo``).
       ttl(int): How long the crawl's digests are kept (its grace).
       last_attempt(bool): Whether a failure now is final (no retry left): only then is
-        a 5xx or 429 response kept; a 4xx always is (it is never retried).
+        a 5xx, 408 or 429 response kept; another 4xx always is (it is never retried).
     """
 
     def __init__(
@@ -299,13 +300,13 @@ class Keeper:
             )  # fmt: skip
 
     def wants(self, response: requests.Response) -> bool:
-        """A redirect or error response ``fetch`` offers: a redirect or a 4xx always
-        (a 4xx is never retried), a 5xx or 429 only when it gives the URL up."""
+        """A redirect or error response ``fetch`` offers: a redirect or a 4xx answer
+        always (never retried), a 5xx, 408 or 429 only when it gives the URL up."""
         status = response.status_code
-        return not ((status == 429 or status >= 500) and not self.last_attempt)
+        return not ((status in RETRIED_4XX or status >= 500) and not self.last_attempt)
 
-    def keep(self, fetched: Fetched, body: bytes) -> None:
-        self.page(fetched, body)
+    def keep(self, fetched: Fetched, body: bytes) -> Stored:
+        return self.page(fetched, body)
 
 
 def keeper_of(

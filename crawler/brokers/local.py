@@ -10,7 +10,9 @@ from typing import Any
 
 import dramatiq
 from dramatiq.brokers.stub import StubBroker, _StubConsumer
+from dramatiq.middleware import CurrentMessage
 
+from crawler.middleware import CurrentBroker, install
 from crawler.stores.saved import SavedState
 
 #: The option naming a message's row in the state file.
@@ -108,10 +110,33 @@ class _Priorities(queue.PriorityQueue):  # type: ignore[type-arg]
 
 
 def serve(actor: dramatiq.Actor[Any, Any], saved: SavedState | None = None) -> PriorityStubBroker:
-    """A :class:`PriorityStubBroker` for ``actor``, which it now sends to (``--local``:
-    the process's only broker); its messages kept in ``saved`` too, when given."""
+    """A :class:`PriorityStubBroker` with actors of its own: for ``actor`` (``crawl``) and
+    each actor declared with it on its queue (its sitemaps' actor), one of the same
+    function, name, queue and options (``broker.get_actor(actor.actor_name)``); its
+    messages kept in ``saved`` too, when given.  ``actor`` and its broker are left as
+    they are: the actors' bodies send to the broker of the message they process
+    (:class:`~crawler.middleware.CurrentBroker`, :func:`~crawler.middleware.actor_for`)."""
     broker = PriorityStubBroker(saved)
-    broker.declare_actor(actor)
-    actor.broker = broker
-    dramatiq.set_broker(broker)
+    install(broker, CurrentMessage(), CurrentBroker())
+    for each in actors_of_queue(actor):
+        dramatiq.Actor(
+            each.fn,
+            broker=broker,
+            actor_name=each.actor_name,
+            queue_name=each.queue_name,
+            priority=each.priority,
+            options=dict(each.options),
+        )
     return broker
+
+
+def actors_of_queue(actor: dramatiq.Actor[Any, Any]) -> list[dramatiq.Actor[Any, Any]]:
+    """``actor`` and the others its broker has on its queue (``crawl`` and its sitemaps'
+    actor, :data:`crawler.frontier.scope.SITEMAP_ACTOR`)."""
+    others = (
+        each
+        for name in actor.broker.get_declared_actors()
+        if (each := actor.broker.get_actor(name)) is not actor
+        and each.queue_name == actor.queue_name
+    )
+    return [actor, *others]

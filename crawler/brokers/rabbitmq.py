@@ -90,7 +90,7 @@ class ReturningRabbitmqBroker(RabbitmqBroker):
             except (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
                 del self.connection  # its channels with it: the next attempt opens new ones
                 if attempt == PUBLISH_ATTEMPTS:
-                    raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+                    raise ConnectionClosed(e) from None
         for message in messages:
             self.emit_after("enqueue", message, None)
 
@@ -160,13 +160,13 @@ class ReturningRabbitmqBroker(RabbitmqBroker):
 
     def _declare_queue(self, queue_name: str) -> Any:
         try:
-            return super()._declare_queue(queue_name)  # type: ignore[no-untyped-call]
+            return RabbitmqBroker._declare_queue(self, queue_name)
         except pika.exceptions.ChannelClosedByBroker as e:
             return self._as_it_is(queue_name, e)
 
     def _declare_dq_queue(self, queue_name: str) -> Any:
         try:
-            return super()._declare_dq_queue(queue_name)  # type: ignore[no-untyped-call]
+            return RabbitmqBroker._declare_dq_queue(self, queue_name)
         except pika.exceptions.ChannelClosedByBroker as e:
             return self._as_it_is(dq_name(queue_name), e)
 
@@ -223,7 +223,7 @@ class ConfirmedRecordSender:
             except (pika.exceptions.AMQPConnectionError, pika.exceptions.AMQPChannelError) as e:
                 self.close()  # the next attempt opens a fresh connection and channel
                 if attempt == PUBLISH_ATTEMPTS:
-                    raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+                    raise ConnectionClosed(e) from None
 
     def close(self) -> None:
         connection, self._connection, self._channel = self._connection, None, None

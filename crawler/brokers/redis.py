@@ -74,7 +74,7 @@ class PromptRedisBroker(RedisBroker):
     """
 
     def __init__(self, *, send_back: SendBack, poll_ms: int, **parameters: Any) -> None:
-        super().__init__(middleware=middleware(send_back), **parameters)  # type: ignore[no-untyped-call]
+        RedisBroker.__init__(self, middleware=middleware(send_back), **parameters)
         self.send_back = send_back
         self.poll_ms = poll_ms
 
@@ -83,7 +83,7 @@ class PromptRedisBroker(RedisBroker):
         return ReturningConsumer(consumer, self.send_back)
 
     def _dispatch(self, command: str) -> Callable[..., Any]:
-        dispatch: Callable[..., Any] = super()._dispatch(command)  # type: ignore[no-untyped-call]
+        dispatch: Callable[..., Any] = RedisBroker._dispatch(self, command)
 
         def dispatch_or_renew(*args: Any) -> Any:
             try:

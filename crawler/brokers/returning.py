@@ -93,6 +93,6 @@ class ReturningConsumer(Consumer):
             try:
                 consumer.broker.do_requeue(consumer.queue_name, message.options["redis_message_id"])
             except redis.RedisError as e:  # Dramatiq retries it, as an ack, until Redis answers
-                raise ConnectionClosed(e) from None  # type: ignore[no-untyped-call]
+                raise ConnectionClosed(e) from None
             consumer.queued_message_ids.discard(message.message_id)
         self.send_back.came_back(message)

@@ -8,16 +8,12 @@ seeds or runs the crawl, as the Python API (:mod:`crawler.api`) does.  The crawl
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-import dramatiq
 
 from crawler import running
-from crawler.command_line import Parser, add_seeding
-from crawler.environment import Lifetimes
-from crawler.handlers import Handlers
-from crawler.stores import Stores
+from crawler.cli import settings
+from crawler.command_line import Parser, add_seeding, spec_of
 from crawler.tracking import seeder
+from crawler.worker_parts import WorkerParts
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,42 +23,33 @@ def parser() -> argparse.ArgumentParser:
         description="Seed a crawl: enqueue URLs for the workers, or crawl them right here.",
     )
     add_seeding(parser, upstream=True)
+    settings.add_settings(parser)
     watching = parser.add_argument_group("following a crawl of workers")
     for action, text in ACTIONS.items():
         watching.add_argument(f"--{action}", metavar="CRAWL_ID", help=text)
     return parser
 
 
-def main(
-    args: list[str],
-    crawl: dramatiq.Actor[Any, Any],
-    stores: Stores,
-    lifetimes: Lifetimes,
-    handlers: Handlers,
-) -> int:
-    """Run the command ``args`` ask for with the ``crawl`` actor, the process's ``stores``
-    and ``handlers`` and the crawl entries' ``lifetimes``: the exit status."""
+def main(args: list[str], parts: WorkerParts) -> int:
+    """Run the command ``args`` ask for with the process's ``parts`` (its ``crawl``
+    actor, stores, lifetimes and handlers): the exit status."""
     command = parser()
-    arguments = command.parse_args(args)
+    arguments = settings.parse_args(command, args)
     for action in ACTIONS:
         crawl_id = getattr(arguments, action.replace("-", "_"))
         if crawl_id:
-            return about_crawl(action, crawl_id, crawl, stores, lifetimes)
-    return seed(command, arguments, crawl, stores, lifetimes, handlers)
+            return about_crawl(action, crawl_id, parts)
+    return seed(command, arguments, parts)
 
 
 def seed(
-    command: argparse.ArgumentParser,
-    arguments: argparse.Namespace,
-    crawl: dramatiq.Actor[Any, Any],
-    stores: Stores,
-    lifetimes: Lifetimes,
-    handlers: Handlers,
+    command: argparse.ArgumentParser, arguments: argparse.Namespace, parts: WorkerParts
 ) -> int:
-    """Seed the crawl ``arguments`` describe, or run it here (:func:`crawler.running.run`);
-    what the crawler refuses is ``command``'s usage error."""
+    """Seed the crawl ``arguments`` describe (:func:`crawler.command_line.spec_of`), or
+    run it here (:func:`crawler.running.run`); what the crawler refuses is
+    ``command``'s usage error."""
     try:
-        return running.run(arguments, crawl, stores, lifetimes, handlers)
+        return running.run(spec_of(arguments), parts)
     except running.CrawlError as e:
         command.error(str(e))
 
@@ -80,15 +67,10 @@ ACTIONS = {
 }
 
 
-def about_crawl(
-    action: str,
-    crawl_id: str,
-    crawl: dramatiq.Actor[Any, Any],
-    stores: Stores,
-    lifetimes: Lifetimes,
-) -> int:
+def about_crawl(action: str, crawl_id: str, parts: WorkerParts) -> int:
     """Do one of ``ACTIONS`` to the crawl ``crawl_id`` (``all``: every crawl's dead
     letters); a service that does not answer is one line and exit 1."""
+    crawl, stores, lifetimes = parts.crawl, parts.stores, parts.lifetimes
     if action == "status":
         return running.reach_services(lambda: seeder.status(stores, crawl_id))
     if action == "cancel":

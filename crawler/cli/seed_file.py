@@ -56,7 +56,8 @@ class SeedFile:
 
     def _checked(self) -> int:
         """How many URLs the input holds; SeedFileError naming its bad lines."""
-        count, bad, errors = 0, 0, []
+        count, bad = 0, 0
+        errors: list[str] = []
         for number, line in self._lines():
             text = line.strip()
             if not text or text.startswith("#"):

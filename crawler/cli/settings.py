@@ -48,6 +48,12 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
 
 def parse_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse.Namespace:
     """``parser.parse_args(args)``, the options of ``--config`` and ``-s`` its defaults."""
+    read_into(parser, args)
+    return parser.parse_args(args)
+
+
+def read_into(parser: argparse.ArgumentParser, args: Sequence[str]) -> None:
+    """Make the options ``--config`` and ``-s`` in ``args`` set ``parser``'s defaults."""
     early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     early.add_argument("--config")
     early.add_argument("-s", "--set", action="append", default=[])
@@ -62,7 +68,6 @@ def parse_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse
             parser.error(f"-s {item}: not NAME=VALUE")
         settings[name.strip()] = (f"-s {item}", _value(text))
     parser.set_defaults(**defaults(parser, settings, given=args))
-    return parser.parse_args(args)
 
 
 def read_file(parser: argparse.ArgumentParser, path: str) -> dict[str, Any]:

@@ -5,13 +5,19 @@ recent crawls, ``/crawl/ID`` shows one (its page polls ``/api/crawls/ID`` every
 second), and its chart is uPlot, vendored in ``static/`` (MIT licence) so that no
 network is needed.  The same page serves ``--wait --dashboard`` and ``--local
 --dashboard``, from a thread of the seeder's own.  Nothing it does changes a crawl.
+A dedup store that does not answer is a 503 and its reason (logged once while it
+stays down), not an error of the dashboard's own.
 """
 
 from __future__ import annotations
 
+import logging
+import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -21,14 +27,61 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from crawler.dashboard.reading import Reader
+from crawler.environment import dedup_store_name, dedup_url
+from crawler.stores import STORE_ERRORS
 
 STATIC = Path(__file__).parent / "static"
 #: ``crawler dashboard``'s port by default.
 PORT = 8500
 
+logger = logging.getLogger("crawler.dashboard")
+
+
+class _StoreWatch:
+    """Whether the dedup store answered lately: what a request that could not reach it
+    answers, logged once an outage (not at every poll of every page)."""
+
+    def __init__(self) -> None:
+        self._down = False
+        self._lock = threading.Lock()
+
+    def unreachable(self, error: BaseException) -> Response:
+        said = store_unreachable(error)
+        with self._lock:
+            first, self._down = not self._down, True
+        if first:
+            logger.warning("dashboard: %s", said)
+        return JSONResponse({"error": said}, status_code=503)
+
+    def answered(self) -> None:
+        with self._lock:
+            back, self._down = self._down, False
+        if back:
+            logger.warning("dashboard: %s answers again", dedup_store_name())
+
+
+def store_unreachable(error: BaseException) -> str:
+    """What the dashboard says of a dedup store that did not answer: where, why, and
+    what to do."""
+    from crawler.running import why  # its words for an error, the command line's
+
+    setting = "MEMCACHED_SERVERS (or DEDUP_URL for Redis)" if dedup_url() is None else "DEDUP_URL"
+    return f"cannot reach {dedup_store_name()}: {why(error)}; start it or set {setting}"
+
 
 def app(reader: Reader) -> Starlette:
     """The dashboard's ASGI app, reading crawls through ``reader``."""
+    store = _StoreWatch()
+
+    def read(what: Callable[[], Any]) -> Response:
+        try:
+            figures = what()
+        except STORE_ERRORS as e:
+            return store.unreachable(e)
+        store.answered()
+        if figures is None:
+            return JSONResponse({"error": "no such crawl"}, status_code=404)
+        return JSONResponse(figures)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html")
@@ -37,13 +90,10 @@ def app(reader: Reader) -> Starlette:
         return FileResponse(STATIC / "crawl.html")
 
     async def crawls(request: Request) -> Response:
-        return JSONResponse(reader.crawls())
+        return read(reader.crawls)
 
     async def crawl(request: Request) -> Response:
-        figures = reader.crawl(request.path_params["crawl_id"])
-        if figures is None:
-            return JSONResponse({"error": "no such crawl"}, status_code=404)
-        return JSONResponse(figures)
+        return read(lambda: reader.crawl(request.path_params["crawl_id"]))
 
     return Starlette(
         routes=[
@@ -73,6 +123,7 @@ class Background:
     (``--dashboard``); :meth:`close` stops it."""
 
     def __init__(self, reader: Reader, port: int, host: str = "127.0.0.1") -> None:
+        self.reader = reader
         self._server = server(reader, host, port)  # off the main thread: no signal handlers
         self._thread = threading.Thread(target=self._server.run, name="dashboard", daemon=True)
         self._thread.start()
@@ -87,6 +138,25 @@ class Background:
             time.sleep(0.02)
         return bool(self._server.started)
 
+    @property
+    def serving(self) -> bool:
+        return bool(self._server.started) and self._thread.is_alive()
+
     def close(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=5)
+
+
+def until_stopped() -> None:
+    """Wait for Ctrl-C or SIGTERM (``--local --dashboard``, once the crawl ended: the page
+    stays until the command is stopped); the signals' handlers then as they were.  From
+    the main thread only, the one Python hands signals to."""
+    stopped = threading.Event()
+    kinds = (signal.SIGINT, signal.SIGTERM)
+    before = {kind: signal.signal(kind, lambda *_: stopped.set()) for kind in kinds}
+    try:
+        while not stopped.wait(0.5):
+            pass
+    finally:
+        for kind, handler in before.items():
+            signal.signal(kind, handler)

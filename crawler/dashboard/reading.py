@@ -1,6 +1,11 @@
 """What the dashboard reads of a crawl, read-only: its counters and marks, what it is,
 its hosts and latest failures (:mod:`crawler.tracking.figures`), the broker's queue
-and workers, and the rates over time that it samples itself."""
+and workers, and the rates over time that it samples itself.
+
+A crawl's elapsed time stops at its end: the end this process saw (``--local``'s, told
+by :meth:`Reader.ended`), else the first time the reader found finished a crawl it had
+seen running; a crawl that ended before the reader first read it has no elapsed time
+(its end is not stored)."""
 
 from __future__ import annotations
 
@@ -9,16 +14,18 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import dramatiq
 import pika
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.stub import StubBroker
 
 from crawler.brokers import BROKER_ERRORS, QUEUE
 from crawler.environment import uses_redis
 from crawler.frontier import counters, politeness
 from crawler.outcomes import (
+    ANSWERED,
     CANCELLED,
     CRAWLED,
     DISALLOWED,
@@ -38,12 +45,14 @@ from crawler.tracking import figures
 #: The outcomes the dashboard shows, in its bar's order.
 OUTCOMES = (
     CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, DUPLICATE, DISALLOWED, OVER_BUDGET,
-    CANCELLED, FAILED,
+    CANCELLED, ANSWERED, FAILED,
 )  # fmt: skip
 #: Samples of a crawl kept for its chart (one a second at most: some 30 minutes).
 SAMPLES = 1800
 #: Seconds the frontier must not have grown for a time left to be estimated.
 STEADY = 30.0
+#: What the page of a crawl that ended says when it stays served (``--local --dashboard``).
+STAYS = "crawl finished; this page stays until you stop the command"
 
 
 @dataclass
@@ -111,6 +120,19 @@ class Reader:
         self._series: dict[str, Series] = {}
         self._lock = threading.Lock()
         self._connection: Any = None
+        self._seen_running: set[str] = set()
+        #: When each crawl ended, as this process saw it (``time.time()``).
+        self._ended: dict[str, float] = {}
+        #: The crawls whose page stays served after their end, until the command stops.
+        self._staying: set[str] = set()
+
+    def ended(self, crawl_id: str, *, stays: bool = False) -> None:
+        """The crawl ``crawl_id`` ended now, in this process (``--local``); with
+        ``stays``, its page stays served until the command is stopped, and says so."""
+        with self._lock:
+            self._ended.setdefault(crawl_id, time.time())
+            if stays:
+                self._staying.add(crawl_id)
 
     def crawls(self) -> list[dict[str, Any]]:
         """The recent crawls, the latest first, each with its main figures."""
@@ -141,9 +163,14 @@ class Reader:
             series.add(now, pages, errors, counted[counters.DISCOVERED])
             chart = series.rates()
             left = series.time_left(counted[counters.OUTSTANDING])
+            end = self._end(crawl_id, counted[counters.OUTSTANDING] <= 0, now)
+            staying = crawl_id in self._staying
         for host in hosts:
             host["slots_in_use"] = slots.get(host["host"])
         options = about.get("options") or {}
+        local = about.get("where") == "local"  # no broker to replay its failures from
+        started = about.get("started")
+        elapsed = None if started is None or end is None else round(end - started, 1)
         return {
             "crawl_id": crawl_id,
             "about": about,
@@ -154,7 +181,7 @@ class Reader:
             "pages": pages,
             "errors": errors,
             "retried": counted[RETRYING],
-            "elapsed_s": round(now - about["started"], 1) if "started" in about else None,
+            "elapsed_s": elapsed,
             "time_left": left,
             "outcomes": {name: counted[name] for name in OUTCOMES},
             "hosts": hosts,
@@ -164,10 +191,23 @@ class Reader:
             },
             "failures": failed,
             "dead_letters": counted[FAILED],
-            "replay": f"crawler replay {crawl_id}",
+            "replay": None if local else f"crawler replay {crawl_id}",
+            "note": STAYS if staying else None,
             "queue": self.queue(),
             "chart": chart,
         }
+
+    def _end(self, crawl_id: str, finished: bool, now: float) -> float | None:
+        """Until when the crawl's time counts: now while it runs; its end once it
+        finished, when known (None when not)."""
+        if not finished:
+            self._seen_running.add(crawl_id)
+            if crawl_id not in self._staying:  # replayed, say: running again
+                self._ended.pop(crawl_id, None)
+            return now
+        if crawl_id in self._seen_running:
+            self._ended.setdefault(crawl_id, now)  # within a poll of its end
+        return self._ended.get(crawl_id)
 
     def queue(self) -> dict[str, Any]:
         """Messages queued (of every crawl on the queue) and live workers, where the
@@ -191,8 +231,8 @@ class Reader:
 
     def _rabbitmq_queue(self) -> dict[str, Any]:
         if self._connection is None or not self._connection.is_open:
-            parameters = self.actor.broker.parameters  # type: ignore[attr-defined]
-            self._connection = pika.BlockingConnection(parameters)
+            broker = cast(RabbitmqBroker, self.actor.broker)  # neither --local nor on Redis
+            self._connection = pika.BlockingConnection(broker.parameters)
         channel = self._connection.channel()
         try:
             ready = channel.queue_declare(QUEUE, passive=True).method

@@ -8,8 +8,6 @@ through (:meth:`CrawlerAdapter.for_hop`).
 
 from __future__ import annotations
 
-import collections
-import functools
 import logging
 import os
 import socket
@@ -17,6 +15,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
@@ -30,12 +29,11 @@ from requests.utils import get_encoding_from_headers, requote_uri, select_proxy
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import ConnectionPool, HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
-from urllib3.poolmanager import PoolKey, _default_key_normalizer
 from urllib3.util import connection
 
 from crawler import metrics
 from crawler.environment import Limits
-from crawler.errors import PermanentError, TransientError, shown
+from crawler.errors import Answered, PermanentError, TransientError, shown
 from crawler.fetching import network_guard
 from crawler.links.canonical import canonical_url
 
@@ -46,6 +44,9 @@ CHUNK = 64 * 1024
 
 #: Redirects followed at most, as requests does.
 MAX_REDIRECTS = 30
+#: The 4xx answers that say "not now" (408 Request Timeout, 429 Too Many Requests):
+#: retried as a 5xx is; every other 4xx is the URL's answer (:class:`Answered`).
+RETRIED_4XX = (408, 429)
 
 #: Errors of the request itself that no retry can mend.
 _PERMANENT_REQUEST_ERRORS = (
@@ -106,6 +107,10 @@ def fetch(
     ``keeper`` (``--warc``) is offered each redirect and error response (4xx, 5xx)
     before the fetch goes on or raises; the final response is the caller's to keep.
     More than ``max_redirects`` redirects in a row is a :class:`PermanentError`.
+
+    A 5xx, 408 or 429 answer is a :class:`TransientError` (retried, after the
+    ``Retry-After`` the server asked for); any other 4xx is :class:`Answered`: the URL's
+    answer, recorded with its status, neither retried nor dead-lettered.
     """
     deadline = time.monotonic() + limits.fetch_deadline
     public = via_public
@@ -126,24 +131,23 @@ def fetch(
             raise PermanentError(f"InvalidSchema: a redirect to {url!r}")
     else:
         raise PermanentError(f"TooManyRedirects: more than {max_redirects} redirects")
-    if response.status_code == 429 or response.status_code >= 500:
+    status = response.status_code
+    if status in RETRIED_4XX or status >= 500:
         _keep(keeper, fetched, limits)
         response.close()
         raise TransientError(
-            f"HTTP {response.status_code} {response.reason}",
-            delay=retry_after(response, limits),
-            status=response.status_code,
+            f"HTTP {status} {response.reason}", delay=retry_after(response, limits), status=status
         )
-    if response.status_code >= 400:
-        _keep(keeper, fetched, limits)
+    if status >= 400:  # the URL's answer: recorded with its status, its body not parsed
+        kept = _keep(keeper, fetched, limits)
         response.close()
-        raise PermanentError(
-            f"HTTP {response.status_code} {response.reason}", status=response.status_code
-        )
+        content_type = response.headers.get("content-type")
+        raise Answered(f"HTTP {status} {response.reason}", status, content_type, kept)
     length = response.headers.get("content-length", "")
     if length.isdigit() and int(length) > limits.max_body_bytes:
         response.close()
         raise PermanentError(f"the body of {length} bytes is over {limits.max_body_bytes}")
+    response.elapsed = _since(deadline - limits.fetch_deadline)  # every hop, to the headers
     return fetched
 
 
@@ -154,21 +158,25 @@ class Keeper(Protocol):
         """Whether to read this response's body and keep it."""
         ...
 
-    def keep(self, fetched: Fetched, body: bytes) -> None: ...
+    def keep(self, fetched: Fetched, body: bytes) -> object:
+        """Keep the response; where it was kept (``--warc``: its ``Stored``), or None."""
+        ...
 
 
-def _keep(keeper: Keeper | None, fetched: Fetched, limits: Limits) -> None:
+def _keep(keeper: Keeper | None, fetched: Fetched, limits: Limits) -> object:
     """Hand a response the fetch will not return, and its body, to ``keeper``; a body
-    that cannot be read, or a keeper that fails, is logged, and the fetch goes on."""
+    that cannot be read, or a keeper that fails, is logged, and the fetch goes on.
+    What the keeper returned (None when it did not keep it)."""
     if keeper is None or not keeper.wants(fetched.response):
-        return
+        return None
     try:
-        keeper.keep(fetched, read_body(fetched, limits))
+        return keeper.keep(fetched, read_body(fetched, limits))
     except Exception as e:
         logger.warning(
             "Could not keep the %d response of %r: %s", fetched.response.status_code,
             fetched.response.url, e,
         )  # fmt: skip
+        return None
 
 
 def _peer_address(response: requests.Response) -> str | None:
@@ -252,24 +260,11 @@ def _send_get(
     settings, to honour them.  Through a proxy, which resolves the name itself, only
     the name can be checked, here and before the request (:func:`network_guard.check_hop`).
     """
-    if session.trust_env:
-        request = session.prepare_request(
-            requests.Request("GET", url, headers={"User-Agent": user_agent})
-        )
-        merged = session.merge_environment_settings(str(request.url), {}, True, None, None)
-        proxies, verify, cert = merged["proxies"], merged["verify"], merged["cert"]
-    else:
-        request = _prepare_get(session, url, user_agent)
-        proxies, verify, cert = session.proxies, session.verify, session.cert
+    request, proxies, verify, cert = _prepare_hop(session, url, user_agent)
 
     def send(adapter: BaseAdapter) -> requests.Response:
         return adapter.send(
-            request,
-            stream=True,
-            timeout=timeout,
-            verify=True if verify is None else verify,
-            cert=cert,
-            proxies=proxies,
+            request, stream=True, timeout=timeout, verify=verify, cert=cert, proxies=proxies
         )
 
     adapter = session.get_adapter(str(request.url))
@@ -285,6 +280,24 @@ def _send_get(
     return response, public
 
 
+def _prepare_hop(
+    session: requests.Session, url: str, user_agent: str
+) -> tuple[PreparedRequest, Mapping[str, str], bool | str, str | tuple[str, str] | None]:
+    """The hop's GET, and the ``proxies``, ``verify`` and ``cert`` to send it with: the
+    session's own, or with ``trust_env`` as requests prepares them, merged with the
+    environment's."""
+    if session.trust_env:
+        request = session.prepare_request(
+            requests.Request("GET", url, headers={"User-Agent": user_agent})
+        )
+        merged = session.merge_environment_settings(str(request.url), {}, True, None, None)
+        proxies, verify, cert = merged["proxies"], merged["verify"], merged["cert"]
+    else:
+        request = _prepare_get(session, url, user_agent)
+        proxies, verify, cert = session.proxies, session.verify, session.cert
+    return request, proxies, True if verify is None else verify, cert
+
+
 def _prepare_get(session: requests.Session, url: str, user_agent: str) -> PreparedRequest:
     """The GET that ``session.prepare_request`` would make, minus the merging of
     settings a crawler never passes."""
@@ -292,10 +305,10 @@ def _prepare_get(session: requests.Session, url: str, user_agent: str) -> Prepar
     request.prepare_method("GET")
     request.prepare_url(url, None)
     request.prepare_headers({**session.headers, "User-Agent": user_agent})
-    if "@" in url:
-        request.prepare_auth(None, url)  # user:password@host, as requests does
+    if "@" in url or session.auth is not None:
+        request.prepare_auth(session.auth, url)  # --auth-env, or user:password@host
     if session.cookies:
-        cookie = get_cookie_header(session.cookies, request)  # type: ignore[no-untyped-call]
+        cookie = get_cookie_header(session.cookies, request)
         if cookie:
             request.headers["Cookie"] = cookie
     return request
@@ -321,21 +334,18 @@ class _HTTPConnection(HTTPConnection):
     one of those very addresses (a second look-up could answer otherwise).  The Host
     header, and for HTTPS the server name and certificate check, stay the URL's host.
 
-    Parameters:
-      public_only(bool): Refuse (:class:`network_guard.PrivateAddress`) a name with an
-        address that is not global, before anything is sent.
+    Its class attribute ``public_only`` (True in the public-only pools' connections,
+    :data:`_POOL_CLASSES`) refuses (:class:`network_guard.PrivateAddress`) a name with an
+    address that is not global, before anything is sent.
 
     Each (re)connection notes what it learnt: ``public``, whether every address of the
     name was global, and ``peer_address``, the address it connected to, which a response
     closing the connection (``Connection: close``, HTTP/1.0) would otherwise take with it.
     """
 
+    public_only: bool = False
     public: bool = False
     peer_address: str | None = None
-
-    def __init__(self, host: str, port: int | None = None, *, public_only: bool, **kw: Any) -> None:
-        super().__init__(host, port, **kw)
-        self.public_only = public_only
 
     def _new_conn(self) -> socket.socket:
         # As urllib3's own, with its errors: a gaierror stays the cause of the
@@ -393,6 +403,14 @@ class _HTTPSConnection(_HTTPConnection, HTTPSConnection):
     pass
 
 
+class _PublicHTTPConnection(_HTTPConnection):
+    public_only = True
+
+
+class _PublicHTTPSConnection(_HTTPSConnection):
+    public_only = True
+
+
 class _HTTPPool(HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
 
@@ -401,17 +419,21 @@ class _HTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
-#: urllib3's pool key plus ``key_public_only``: the pool manager makes its key from
-#: every keyword its pools get, and refuses one the key has no field for.
-_GuardedPoolKey = collections.namedtuple(  # type: ignore[misc]
-    "_GuardedPoolKey", [*PoolKey._fields, "key_public_only"]
-)
-#: The pool manager's key function for both schemes (urllib3 types the key class as
-#: PoolKey, and takes any namedtuple with PoolKey's fields "at a minimum").
-_guarded_pool_key = functools.partial(
-    _default_key_normalizer,
-    _GuardedPoolKey,  # type: ignore[arg-type]
-)
+class _PublicHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _PublicHTTPConnection
+
+
+class _PublicHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _PublicHTTPSConnection
+
+
+#: A pool manager's pool classes by scheme, for its adapter's ``public_only``.  Each
+#: adapter has a pool manager of its own, so whether a connection may reach any address
+#: is its pool class's to say, not a keyword its pools get (nor a field of their key).
+_POOL_CLASSES: dict[bool, dict[str, type[HTTPConnectionPool]]] = {
+    False: {"http": _HTTPPool, "https": _HTTPSPool},
+    True: {"http": _PublicHTTPPool, "https": _PublicHTTPSPool},
+}
 
 
 class CrawlerAdapter(HTTPAdapter):
@@ -441,12 +463,9 @@ class CrawlerAdapter(HTTPAdapter):
     def init_poolmanager(
         self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
     ) -> None:
-        super().init_poolmanager(
-            connections, maxsize, block, public_only=self.public_only, **pool_kwargs
-        )
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
         # Connections through the guard, that know their server's address (WARC-IP-Address).
-        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
-        self.poolmanager.key_fn_by_scheme = {"http": _guarded_pool_key, "https": _guarded_pool_key}
+        self.poolmanager.pool_classes_by_scheme = _POOL_CLASSES[self.public_only]
 
     def for_hop(self, public_only: bool) -> CrawlerAdapter:
         """The adapter to send a hop through: the public-only twin when the hop may
@@ -557,9 +576,16 @@ def read_body(fetched: Fetched, limits: Limits, *, truncate_at: int | None = Non
         if not chunk:
             started = deadline - limits.fetch_deadline
             metrics.page_read(time.monotonic() - started, len(body))
+            response.elapsed = _since(started)  # the record's fetch_ms: request to body read
             return bytes(body)
         if len(body) > limits.max_body_bytes or raw.tell() > limits.max_body_bytes:
             raise PermanentError(f"the body is over {limits.max_body_bytes} bytes")
+
+
+def _since(started: float) -> timedelta:
+    """The time since ``started`` (a ``time.monotonic()``): a fetch's, kept as the
+    response's ``elapsed`` (requests' is its last hop's, to its headers)."""
+    return timedelta(seconds=time.monotonic() - started)
 
 
 def _bound_next_read(response: requests.Response, seconds: float) -> None:

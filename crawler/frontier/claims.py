@@ -26,10 +26,12 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import dramatiq
+import requests
 from dramatiq.middleware import CurrentMessage
 
 from crawler import outcomes
@@ -37,7 +39,9 @@ from crawler.environment import Lifetimes, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.frontier import counters, journal, politeness
 from crawler.frontier.digests import owner_token, short_id, url_digest
+from crawler.frontier.scope import SITEMAP_ACTOR, message_of
 from crawler.options import CrawlOptions
+from crawler.stores import StorePool, Stores
 from crawler.stores.client import StoreClient
 
 logger = logging.getLogger(__name__)
@@ -66,6 +70,15 @@ SITEMAP_MARK = "sitemap "
 def claim_name(url: str, sitemap: int | bool = False) -> str:
     """What a message for ``url`` claims: the URL; for a sitemap, the URL marked so."""
     return SITEMAP_MARK + url if sitemap else url
+
+
+def claim_name_of(message: Any, url: str) -> str:
+    """What ``message`` (of ``url``, whatever else it holds) claims: a sitemap's, for the
+    sitemaps' actor and for a ``crawl`` message of format 1 naming a sitemap
+    (:mod:`crawler.messages`)."""
+    kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
+    sitemap = getattr(message, "actor_name", None) == SITEMAP_ACTOR or kwargs.get("sitemap")
+    return claim_name(url, bool(sitemap))
 
 
 def url_hash(url: str, crawl_id: str | None = None) -> str:
@@ -308,6 +321,29 @@ def put_back_paused(broker: dramatiq.Broker, message: dramatiq.Message[Any], lon
     broker.enqueue(message.copy(options={"pauses": pauses + 1}), delay=delay)
 
 
+def turn_or_defer(
+    stores: Stores,
+    broker: dramatiq.Broker,
+    message: dramatiq.Message[Any],
+    session: requests.Session,
+    url: str,
+    options: CrawlOptions,
+    limits: Limits,
+    *,
+    via_public: bool,
+) -> tuple[AbstractContextManager[Any] | None, str | None]:
+    """The host's turn for ``message`` (:func:`crawler.frontier.politeness.take_turn`): the
+    place to hold while ``url`` is fetched, or None and why not.  A message deferred (over
+    ``--max-rate``, or the host's places all taken) is sent again a while later, its claim
+    kept (:func:`defer`)."""
+    slot, skipped = politeness.take_turn(
+        stores, session, url, options, limits=limits, via_public=via_public
+    )
+    if skipped == outcomes.DEFERRED:
+        defer(broker, message, delay=politeness.defer_delay())
+    return slot, skipped
+
+
 def take(
     client: StoreClient,
     message: dramatiq.Message[Any],
@@ -345,6 +381,29 @@ def take(
         logger.info("Skipping URL %r since %s page budget is spent.", url, spent)
         return outcomes.OVER_BUDGET, first_delivery
     return None, first_delivery
+
+
+def take_url(
+    pool: StorePool,
+    actor: dramatiq.Actor[Any, Any],
+    message: dramatiq.Message[Any],
+    url: str,
+    options: CrawlOptions,
+    limits: Limits,
+    lifetimes: Lifetimes,
+    *,
+    sitemap: int = 0,
+) -> tuple[str | None, Links]:
+    """:func:`take` ``url`` for ``message`` (a sitemap's, at level ``sitemap``) of the crawl
+    whose ``crawl`` actor is ``actor``, in the dedup store of ``pool`` (or ``Stores``): what
+    became of it if it is not the message's to crawl (a paused crawl's message is put back
+    a while, :func:`put_back_paused`), and what sends its links."""
+    with pool.reserve() as client:
+        skipped, first_delivery = take(client, message, url, sitemap, options, limits, lifetimes)
+    if skipped == outcomes.PAUSED:  # `crawler pause`: back to the broker a while, retries untouched
+        put_back_paused(actor.broker, message, limits.pause_max_delay)
+    links = Links(actor, message.message_id, options.crawl_id, lifetimes, first_delivery)
+    return skipped, links
 
 
 @dataclass(frozen=True)
@@ -557,15 +616,15 @@ def _messages(
     kwargs: dict[str, Any],
     priority: int | None,
 ) -> list[dramatiq.Message[Any]]:
-    """A message of ``actor`` for each link of ``to_send``, in the page's order."""
-    options = {} if priority is None else {"broker_priority": priority}
+    """A message for each link of ``to_send``, in the page's order: of ``actor``, or of
+    its sitemaps' actor for the sitemaps' claims (:func:`claim_name`)."""
     return [
-        dramatiq.Message(
-            queue_name=actor.queue_name,
-            actor_name=actor.actor_name,
-            args=(names[name],),
-            kwargs=kwargs,
-            options=dict(options),
+        message_of(
+            actor,
+            names[name],
+            kwargs,
+            priority,
+            sitemap=name.startswith(SITEMAP_MARK),
             message_id=children[key],
         )
         for key, name in keys.items()

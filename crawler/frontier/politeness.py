@@ -359,4 +359,4 @@ def rate_limiter(
     limit = max(1, int(rate / 10))
     bucket_ms = max(1, round(1000 * limit / rate))
     key = f"rate:{options.crawl_id}:{urlsplit(url).netloc}"
-    return BucketRateLimiter(backend, key, limit=limit, bucket=bucket_ms)  # type: ignore[no-untyped-call]
+    return BucketRateLimiter(backend, key, limit=limit, bucket=bucket_ms)

@@ -11,6 +11,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
+import dramatiq
+from dramatiq.message import generate_unique_id
+
 from crawler import metrics
 from crawler.brokers.rabbitmq import MAX_PRIORITY
 from crawler.errors import shown
@@ -64,6 +67,12 @@ def links_to_follow(
 MAX_SITEMAP_LEVEL = 4
 #: What a sitemap lists, as a part of a long one carries it (``listed``).
 KINDS = ("pages", "sitemaps")
+#: The actor of a crawl's sitemap messages (``--sitemaps``), on the ``crawl`` actor's queue.
+SITEMAP_ACTOR = "crawl_sitemap"
+#: The format of the messages this crawler sends, in their ``format`` option.  A message
+#: without one is of format 1 (upstream's, and this crawler's before sitemaps had an actor
+#: of their own, when a ``crawl`` message carried ``sitemap`` and ``listed``).
+FORMAT = 2
 
 
 def sitemap_links_to_follow(
@@ -142,6 +151,35 @@ def child_arguments(
     if sitemap:
         kwargs["sitemap"] = sitemap
     return kwargs
+
+
+def message_of(
+    crawl: dramatiq.Actor[Any, Any],
+    url: str,
+    kwargs: dict[str, Any],
+    priority: int | None,
+    *,
+    sitemap: bool = False,
+    message_id: str | None = None,
+) -> dramatiq.Message[Any]:
+    """A crawl's message for ``url``, in this release's :data:`FORMAT`: for the ``crawl``
+    actor, or with ``sitemap`` for its sitemaps' actor (:data:`SITEMAP_ACTOR`, on the same
+    queue); with the broker ``priority`` when given, and ``message_id`` when given; the
+    crawl's ``--retries`` as its ``max_retries``."""
+    options: dict[str, Any] = {"format": FORMAT}
+    if priority is not None:
+        options["broker_priority"] = priority
+    retries = (kwargs.get("options") or {}).get("retries")
+    if retries is not None:  # --retries: Dramatiq's Retries reads it before the actor's
+        options["max_retries"] = min(retries, crawl.options.get("max_retries", retries))
+    return dramatiq.Message(
+        queue_name=crawl.queue_name,
+        actor_name=SITEMAP_ACTOR if sitemap else crawl.actor_name,
+        args=(url,),
+        kwargs=kwargs,
+        options=options,
+        message_id=message_id or generate_unique_id(),
+    )
 
 
 def priority(depth: int, options: CrawlOptions) -> int | None:

@@ -1,26 +1,30 @@
 """``--sitemaps``: read a site's sitemaps and send the pages and sitemaps they list.
 
-A site's robots.txt (``level`` 1) stands for the sitemaps its ``Sitemap:`` lines name,
-else for ``/sitemap.xml``; every sitemap it lists is a message of its own, a level
-deeper.  A sitemap's URLs are sent from its message, as many as a page's links at
-most, the rest in parts, each a message carrying its URLs (sending 50,000 at once
-would outlast the actor's time limit).
+Sitemaps have an actor of their own, ``crawl_sitemap`` (declared in
+:mod:`crawler.example` on the ``crawl`` actor's queue), whose work is
+:func:`crawl_sitemap`.  A site's robots.txt (``level`` 1) stands for the sitemaps its
+``Sitemap:`` lines name, else for ``/sitemap.xml``; every sitemap it lists is a message
+of its own, a level deeper, and every page a ``crawl`` message.  A sitemap's URLs are
+sent from its message, as many as a page's links at most, the rest in parts, each a
+message carrying its URLs (sending 50,000 at once would outlast the actor's time limit).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+import dramatiq
 import requests
 
 from crawler import records
-from crawler.environment import Limits
+from crawler.environment import Lifetimes, Limits
 from crawler.errors import PermanentError
 from crawler.fetching import fetch, read_body
 from crawler.fetching.network_guard import check_hop
-from crawler.frontier import politeness
+from crawler.frontier import claims, politeness
 from crawler.frontier.claims import Links
 from crawler.frontier.scope import (
     child_arguments,
@@ -31,6 +35,7 @@ from crawler.frontier.scope import (
 )
 from crawler.links import sitemaps
 from crawler.options import CrawlOptions
+from crawler.outcomes import DUPLICATE
 from crawler.records import Record
 from crawler.stores import Stores
 
@@ -51,6 +56,45 @@ def send_part(
     return records.sitemap_record(url, listed["pages"], listed["sitemaps"], level, sent, 0)
 
 
+def crawl_sitemap(
+    crawl: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    session_of: Callable[[CrawlOptions], requests.Session],
+    url: str,
+    level: int,
+    listed: dict[str, list[str]] | None,
+    options: dict[str, Any] | None,
+    via_public: bool,
+    *,
+    limits: Limits,
+    lifetimes: Lifetimes,
+) -> Record:
+    """What the sitemaps' actor does with its message, of the crawl whose ``crawl`` actor is
+    ``crawl``: claim the sitemap (its claim apart from a page's of the same URL), then
+    send on the part of a long sitemap's URLs it carries (``listed``), or take the host's
+    turn (deferred when it has none) and read it (:func:`read_sitemap`)."""
+    crawl_options = CrawlOptions.from_message(options)
+    message = claims.current_message(crawl, url)
+    skipped, links = claims.take_url(
+        stores, crawl, message, url, crawl_options, limits, lifetimes, sitemap=level
+    )
+    if skipped == DUPLICATE:
+        logger.warning("URL %r has already been visited. Skipping...", url)
+    if skipped is not None:  # a duplicate, cancelled or paused (put back a while)
+        return records.skipped_record(url, skipped)
+    if listed is not None:  # a part of a long sitemap's URLs, to send on
+        return send_part(stores, links, url, level, listed, options, via_public)
+    session = session_of(crawl_options)
+    slot, skipped = claims.turn_or_defer(
+        stores, crawl.broker, message, session, url, crawl_options, limits, via_public=via_public
+    )
+    if slot is None:  # disallowed, or deferred (sent again a while later)
+        return records.skipped_record(url, str(skipped))
+    return read_sitemap(
+        stores, links, session, url, level, slot, options, limits=limits, via_public=via_public
+    )
+
+
 def read_sitemap(
     stores: Stores,
     links: Links,
@@ -69,36 +113,74 @@ def read_sitemap(
     here (none there is no error)."""
     crawl_options = CrawlOptions.from_message(options)
     logger.info("Reading sitemap %r...", url)
-    pages: list[str] = []
-    if level == 1:
-        with slot:
-            with stores.memcache_pool.reserve() as client:
-                agent = crawl_options.user_agent
-                robots = politeness.robots_for(
-                    client, session, url, agent, limits=limits, via_public=via_public
-                )
-            maps, listed_by = list(robots.sitemaps), url
-            public = check_hop(url, via_public)  # robots.txt's host, as a page's hop
-            fallback = sitemaps.well_known(url)
-            if not maps and politeness.robots_allow(robots, fallback, crawl_options):
-                pages, maps, public = fetch_sitemap(
-                    session, fallback, crawl_options, limits, via_public=public, missing_ok=True
-                )
-                listed_by = fallback
-    else:
-        with slot:
+    with slot:
+        if level == 1:
+            pages, maps, public, listed_by = read_robots(
+                stores, session, url, crawl_options, limits, via_public=via_public
+            )
+        else:
             pages, maps, public = fetch_sitemap(
                 session, url, crawl_options, limits, via_public=via_public, missing_ok=False
             )
-        listed_by = url
+            listed_by = url
     found, sitemap_urls, dropped = sitemap_links_to_follow(
         listed_by, pages, maps, crawl_options, level
     )
     dropped_links = report_dropped(url, dropped)
     parts = sitemap_parts(found, sitemap_urls, limits.max_links_per_page)
     sent = send_listed(stores, links, level, parts[0], options, public)
+    sent += send_parts(stores, links, url, level, parts[1:], options, public)
+    logger.info(
+        "Done reading sitemap %r. Found %d pages and %d sitemaps.", url, len(pages), len(maps)
+    )
+    return records.sitemap_record(url, found, sitemap_urls, level, sent, dropped_links)
+
+
+def read_robots(
+    stores: Stores,
+    session: requests.Session,
+    url: str,
+    crawl_options: CrawlOptions,
+    limits: Limits,
+    *,
+    via_public: bool,
+) -> tuple[list[str], list[str], bool, str]:
+    """What the site's robots.txt at ``url`` stands for: the sitemaps its ``Sitemap:``
+    lines name, else what ``/sitemap.xml`` lists (when robots.txt allows it; none there
+    is no error).  The pages and sitemaps listed, whether the last fetch was public, and
+    the URL that listed them."""
     with stores.memcache_pool.reserve() as client:
-        for number, part in enumerate(parts[1:], start=1):
+        agent = crawl_options.user_agent
+        robots = politeness.robots_for(
+            client, session, url, agent, limits=limits, via_public=via_public
+        )
+    maps = list(robots.sitemaps)
+    public = check_hop(url, via_public)  # robots.txt's host, as a page's hop
+    fallback = sitemaps.well_known(url)
+    if maps or not politeness.robots_allow(robots, fallback, crawl_options):
+        return [], maps, public, url
+    pages, maps, public = fetch_sitemap(
+        session, fallback, crawl_options, limits, via_public=public, missing_ok=True
+    )
+    return pages, maps, public, fallback
+
+
+def send_parts(
+    stores: Stores,
+    links: Links,
+    url: str,
+    level: int,
+    parts: list[dict[str, list[str]]],
+    options: dict[str, Any] | None,
+    public: bool,
+) -> list[str]:
+    """Send the ``parts`` of the long sitemap at ``url`` after its first, each a sitemap
+    message carrying its URLs (``listed``) under the sitemap's URL and ``#part-N``; the
+    ids of the messages sent."""
+    crawl_options = CrawlOptions.from_message(options)
+    sent: list[str] = []
+    with stores.memcache_pool.reserve() as client:
+        for number, part in enumerate(parts, start=1):
             kwargs = child_arguments(-1, options, via_public=public, sitemap=level)
             kwargs["listed"] = part
             sent += links.send(
@@ -108,10 +190,7 @@ def read_sitemap(
                 priority=priority(0, crawl_options),
                 sitemaps=True,
             )
-    logger.info(
-        "Done reading sitemap %r. Found %d pages and %d sitemaps.", url, len(pages), len(maps)
-    )
-    return records.sitemap_record(url, found, sitemap_urls, level, sent, dropped_links)
+    return sent
 
 
 def send_listed(

@@ -2,7 +2,8 @@
 package: :class:`Recorder` (a record of every ``crawl`` message), :class:`SendBack` (a
 message whose follow-ups the broker refused comes back), :class:`ReliableRetries`
 (Dramatiq's ``Retries`` through it), :class:`TimeLimitOver` (the time limit ends
-with the actor) and :class:`QuickRetries` (``--local``'s short backoff).
+with the actor), :class:`QuickRetries` (``--local``'s short backoff) and
+:class:`CurrentBroker` (the broker of the message being processed: :func:`actor_for`).
 
 :data:`ORDER` is the one place their order is kept, with Dramatiq's own, for workers,
 ``--local`` and the Python API alike: :func:`ordered` sorts a broker's first stack by
@@ -24,6 +25,7 @@ from dramatiq.middleware import (
 )
 from dramatiq.middleware.prometheus import Prometheus
 
+from crawler.middleware.current_broker import CurrentBroker, actor_for
 from crawler.middleware.quick_retries import QuickRetries
 from crawler.middleware.recorder import Recorder
 from crawler.middleware.reliable_retries import ReliableRetries
@@ -32,11 +34,13 @@ from crawler.middleware.time_limit_over import TimeLimitOver
 
 __all__ = [
     "ORDER",
+    "CurrentBroker",
     "QuickRetries",
     "Recorder",
     "ReliableRetries",
     "SendBack",
     "TimeLimitOver",
+    "actor_for",
     "install",
     "ordered",
 ]
@@ -57,6 +61,7 @@ ORDER: tuple[type[Middleware], ...] = (
     Retries,  # ReliableRetries on workers
     QuickRetries,  # --local: a backoff of its own on each message enqueued
     CurrentMessage,  # claims read the message being processed
+    CurrentBroker,  # actor bodies send to the broker their message came from (actor_for)
     Prometheus,  # workers' /metrics on port 9191
     TimeLimitOver,  # last: its after-hook runs first, ending the time limit
 )

@@ -72,6 +72,12 @@ class Recorder(Middleware):
         self.on_record(record, message)
 
 
+#: Dramatiq's line on a value returned by the ``crawl`` actor or its sitemaps' actor.
+ACTORS_RETURNED = tuple(
+    f"Actor {name!r} returned a value that is not None" for name in ("crawl", "crawl_sitemap")
+)
+
+
 class _SaidBefore(logging.Filter):
     """Drops two of the worker's lines about ``crawl`` messages: that the actor returned
     a value with no Results middleware to store it (it returns its record for the
@@ -81,10 +87,12 @@ class _SaidBefore(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         said = record.getMessage()
-        if said.startswith("Actor 'crawl' returned a value that is not None"):
+        if said.startswith(ACTORS_RETURNED):
             return False
         return not (
-            said.startswith("Failed to process message crawl(")
+            said.startswith(
+                ("Failed to process message crawl(", "Failed to process message crawl_sitemap(")
+            )
             and " with expected exception " in said
         )
 

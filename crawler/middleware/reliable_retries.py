@@ -27,8 +27,6 @@ class ReliableRetries(Retries):
         exception: BaseException | None = None,
     ) -> None:
         try:
-            super().after_process_message(  # type: ignore[no-untyped-call]
-                broker, message, result=result, exception=exception
-            )
+            Retries.after_process_message(self, broker, message, result=result, exception=exception)
         except Exception as e:  # whatever kept the retry from the broker: it must not be lost
             self.send_back.could_not_send(message, "the retry", e)

@@ -31,8 +31,6 @@ class TimeLimitOver(Middleware):
         result: Any = None,
         exception: BaseException | None = None,
     ) -> None:
-        self.time_limit.after_process_message(  # type: ignore[no-untyped-call]
-            broker, message, result=result, exception=exception
-        )
+        self.time_limit.after_process_message(broker, message, result=result, exception=exception)
 
     after_skip_message = after_process_message

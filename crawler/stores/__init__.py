@@ -71,7 +71,7 @@ class Stores:
             if self._opened is not None and not isinstance(self._opened[0], MemoryPool):
                 raise RuntimeError("the stores are in use already: keep them in memory first")
             files = WarcFiles(self._warc[0], root=warc_root or self._warc[1])
-            backend = StubBackend()  # type: ignore[no-untyped-call]
+            backend = StubBackend()
             self._opened = (MemoryPool(client), backend, files)
 
     def leave_memory(self) -> None:

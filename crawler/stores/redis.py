@@ -199,7 +199,7 @@ class TransactionalCluster(redis.RedisCluster):
     """
 
     def pipeline(self, transaction: Any = True, shard_hint: Any = None) -> Any:
-        return super().pipeline(transaction=transaction, shard_hint=shard_hint)  # type: ignore[no-untyped-call]
+        return redis.RedisCluster.pipeline(self, transaction=transaction, shard_hint=shard_hint)
 
 
 #: The schemes of ``DEDUP_URL`` that name a Redis Cluster, and the plain ones they stand for.

@@ -193,7 +193,7 @@ class Books:
         dashboard's figures, its delivery count dropped."""
         step = patiently(time.monotonic() + self.patience)
         outcome, lifetimes = record["outcome"], self.lifetimes
-        url = claims.claim_name(record["url"], kwargs_of(message).get("sitemap", 0))
+        url = claims.claim_name_of(message, record["url"])
         message_id = message.message_id
         # An invalid message is refused before it claims its URL: no claim to end.
         refused = bool(record.get("invalid_message"))

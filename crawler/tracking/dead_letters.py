@@ -10,7 +10,6 @@ in the crawl's counters; then it leaves the dead-letter queue.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +22,7 @@ from dramatiq.common import q_name, xq_name
 from crawler.environment import Lifetimes
 from crawler.errors import InvalidMessage
 from crawler.frontier import claims, counters
-from crawler.messages import check_call
+from crawler.messages import check_message
 from crawler.records import kwargs_of, url_of
 from crawler.stores import StorePool
 
@@ -32,15 +31,6 @@ from crawler.stores import StorePool
 ALL = "all"
 
 Message = dramatiq.Message[Any]
-
-
-def check_message(broker: dramatiq.Broker, message: Message) -> None:
-    """Raise :class:`~crawler.errors.InvalidMessage` for a message workers would refuse."""
-    try:
-        actor = broker.get_actor(message.actor_name)
-    except dramatiq.errors.ActorNotFound as e:
-        raise InvalidMessage(f"no actor {message.actor_name!r}") from e
-    check_call(inspect.signature(actor.fn), message.args, message.kwargs)
 
 
 def crawl_of(message: Message) -> str | None:
@@ -73,15 +63,16 @@ def replay(
             invalid.append((message, str(e)))
             return False
         options = {"replays": int(message.options.get("replays", 0)) + 1}
-        if "broker_priority" in message.options:  # --breadth-first
-            options["broker_priority"] = message.options["broker_priority"]
+        for kept in ("broker_priority", "format"):  # --breadth-first; the message's format
+            if kept in message.options:
+                options[kept] = message.options[kept]
         # The claim and the counters first: a worker may take the message the moment it
         # is sent, and must find its URL its own again (else its ending is a repeat,
         # never counted, and the crawl stays one URL short of finished).  Should the
         # send then fail, the message stays a dead letter, to be replayed again.
         owner = crawl_of(message)
         with pool.reserve() as client:
-            name = claims.claim_name(url_of(message), kwargs_of(message).get("sitemap", 0))
+            name = claims.claim_name_of(message, url_of(message))
             claims.reopen(client, name, message.message_id, owner, lifetimes)
             if owner is not None:
                 counters.reopened(client, owner, message.message_id)

@@ -6,8 +6,9 @@ round trip that counts the crawl's own ending (:func:`crawler.frontier.counters.
 Per host there are a few counters (pages, errors, bytes, and one per bucket of page
 times: a histogram from which the median and the 95th percentile are read, to the
 bucket's bound); the crawl's list of hosts grows by a line when a host's first counter
-is made, up to :data:`MAX_HOSTS` hosts.  The time is the message's on the worker
-(``elapsed_ms``: the fetch, and the page's bookkeeping around it).
+is made, up to :data:`MAX_HOSTS` hosts.  The time is the fetch's alone (``fetch_ms``:
+from its request to its body read), not the message's on the worker (``elapsed_ms``,
+which holds the wait for ``--max-rate`` or ``--max-per-host`` and the bookkeeping).
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ def increments(crawl_id: str, record: Record, outcome: str) -> dict[str, int]:
         added = {_key(crawl_id, host, PAGES): 1}
         if record.get("bytes"):
             added[_key(crawl_id, host, BYTES)] = int(record["bytes"])
-        elapsed = record.get("elapsed_ms")
-        if elapsed is not None:
-            added[_key(crawl_id, host, f"t{_bucket(float(elapsed))}")] = 1
+        took = record.get("fetch_ms")
+        if took is not None:
+            added[_key(crawl_id, host, f"t{_bucket(float(took))}")] = 1
         return added
     if outcome in (RETRYING, FAILED):
         return {_key(crawl_id, host, ERRORS): 1}

@@ -7,9 +7,10 @@ import sys
 import threading
 import time
 from collections import Counter
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from crawler.outcomes import (
+    ANSWERED,
     CRAWLED,
     ENDINGS,
     FAILED,
@@ -26,15 +27,19 @@ LINE_INTERVAL = 5.0
 
 
 class Progress:
-    """Counts records as they come, from any thread, and shows them on ``stream``."""
+    """Counts records as they come, from any thread, and shows them on ``stream``
+    (``None``: shown nowhere, as the Python API's crawls: :meth:`line` and
+    :meth:`summary` say them to whoever asks)."""
 
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, stream: TextIO | None = sys.stderr) -> None:
         self.stream = stream
-        self.is_terminal = stream.isatty()
+        self.is_terminal = stream is not None and stream.isatty()
         self.started = time.monotonic()
         self.counts: Counter[str] = Counter()
         self.discovered = 0
         self.failures: list[Record] = []
+        #: The URLs answered with a 4xx (outcome ``answered``), by HTTP status.
+        self.answers: Counter[int] = Counter()
         #: Services the progress waits for, down or restarting: "RabbitMQ", "Memcached".
         self.waiting_for: set[str] = set()
         #: Items Memcached evicted since the crawl began, when it says so.
@@ -65,6 +70,8 @@ class Progress:
             self.counts[record.get("outcome", CRAWLED)] += 1
             if record.get("outcome") == FAILED:
                 self.failures.append(record)
+            elif record.get("outcome") == ANSWERED:
+                self.answers[int(record.get("status") or 0)] += 1
 
     @property
     def done(self) -> int:
@@ -88,6 +95,8 @@ class Progress:
     def show(self) -> None:
         """Redraw the bar on a terminal; elsewhere, print a line every few seconds, and
         at once when a service goes down or comes back."""
+        if self.stream is None:
+            return
         with self._lock:
             if self.is_terminal:
                 self.stream.write("\r\033[K" + self.line())
@@ -107,7 +116,7 @@ class Progress:
 
     def clear(self) -> None:
         """Take the bar off the terminal line, so a log line or the summary can go there."""
-        if self._bar_shown:
+        if self._bar_shown and self.stream is not None:
             self.stream.write("\r\033[K")
             self._bar_shown = False
 
@@ -117,14 +126,21 @@ class Progress:
             elapsed = time.monotonic() - self.started
             rate = (fetched(self.counts) - self._fetched_before) / max(elapsed, 1e-9)
             verb = "Interrupted" if interrupted else "Finished"
-            lines = [f"{verb} after {elapsed:.1f}s: {summary(self.counts, rate=rate)}."]
+            said = summary(self.counts, rate=rate, answers=self.answers)
+            lines = [f"{verb} after {elapsed:.1f}s: {said}."]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
             if self.evicted:
                 lines.append(eviction_warning(self.evicted))
             return "\n".join(lines)
 
 
-class ProgressLogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+if TYPE_CHECKING:
+    _StreamHandler = logging.StreamHandler[TextIO]
+else:  # generic in typeshed, and at run time only from Python 3.11
+    _StreamHandler = logging.StreamHandler
+
+
+class ProgressLogHandler(_StreamHandler):
     """Log lines that first clear the progress bar, so the two never share a line."""
 
     def __init__(self, progress: Progress) -> None:

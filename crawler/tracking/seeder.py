@@ -4,11 +4,12 @@ finished, ``--status``), and its dead letters (``--dead-letters``, ``--replay``)
 from __future__ import annotations
 
 import copy
+import itertools
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
-from typing import Any
+from typing import Any, Protocol
 
 import dramatiq
 import pika
@@ -42,11 +43,41 @@ POLL = 0.5
 EVICTION_CHECK = 2.0
 
 
+class Messages(Protocol):
+    """A crawl's first messages: how many (``len()``), and each, iterated (a list, or
+    :class:`Seeds`)."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[dramatiq.Message[Any]]: ...
+
+
+class Seeds:
+    """A crawl's first messages, made one at a time as they are iterated, each time
+    anew (from a seed file read again): a crawl of any number of seeds is sent without
+    its messages all in memory.
+
+    Parameters:
+      count(int): How many messages ``make`` makes.
+      make(Callable): The messages, made as they are iterated.
+    """
+
+    def __init__(self, count: int, make: Callable[[], Iterator[dramatiq.Message[Any]]]) -> None:
+        self._count = count
+        self._make = make
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[dramatiq.Message[Any]]:
+        return self._make()
+
+
 def seed(
     actor: dramatiq.Actor[Any, Any],
     pool: StorePool,
     lifetimes: Lifetimes,
-    messages: list[dramatiq.Message[Any]],
+    messages: Messages,
     options: CrawlOptions,
     *,
     wait: bool,
@@ -56,7 +87,8 @@ def seed(
     """Count and send the seeds as ``actor`` messages; with ``wait``, follow the crawl
     to its end.  ``pool`` is the dedup store's, where the crawl's counters live
     (``lifetimes`` long); ``adding``: the crawl exists already (``--crawl-id``), 2 when
-    it is unknown."""
+    it is unknown.  The messages are sent as they are made; only their ids are kept,
+    with ``wait``, to follow them."""
     crawl_id = options.crawl_id
     assert crawl_id is not None
     if adding and _figures(pool, crawl_id, required=False) is None:
@@ -68,7 +100,11 @@ def seed(
             if not adding:
                 counters.note_evictions_at_start(client, crawl_id, lifetimes.grace)
                 figures.describe(client, crawl_id, about(messages, "workers"), lifetimes.grace)
-        seeds = [actor.broker.enqueue(message).message_id for message in messages]
+        seeds: list[str] = []
+        for message in messages:
+            sent = actor.broker.enqueue(message)
+            if reader is not None:
+                seeds.append(sent.message_id)
     except BaseException:
         if reader is not None:
             reader.close()
@@ -84,11 +120,15 @@ def seed(
         alarm.close()
 
 
-def about(messages: list[dramatiq.Message[Any]], where: str) -> dict[str, Any]:
+def about(messages: Messages, where: str) -> dict[str, Any]:
     """What the dashboard lists of a crawl: its first seeds, options, where it runs."""
-    options = (messages[0].kwargs.get("options") or {}) if messages else {}
+    made = iter(messages)
+    first = list(itertools.islice(made, 5))
+    if hasattr(made, "close"):  # a generator, reading a seed file: closes it
+        made.close()
+    options = (first[0].kwargs.get("options") or {}) if first else {}
     return {
-        "seeds": [message.args[0] for message in messages[:5]],
+        "seeds": [message.args[0] for message in first],
         "seed_count": len(messages),
         "options": {name: value for name, value in options.items() if name != "crawl_id"},
         "where": where,

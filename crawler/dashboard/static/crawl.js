@@ -4,7 +4,7 @@ const crawlId = decodeURIComponent(location.pathname.split("/").pop());
 const COLOURS = {
   "crawled": "#2e7d32", "not-html": "#7cb342", "duplicate-content": "#9ccc65",
   "sitemap": "#26a69a", "duplicate": "#90a4ae", "disallowed": "#8d6e63",
-  "over-budget": "#ffb300", "cancelled": "#5c6bc0", "failed": "#e53935",
+  "over-budget": "#ffb300", "cancelled": "#5c6bc0", "answered": "#fb8c00", "failed": "#e53935",
 };
 let chart = null;
 let hostOrder = { key: "errors", descending: true };
@@ -17,6 +17,7 @@ function text(id, value) {
 
 function duration(seconds) {
   if (seconds === null || seconds === undefined) return null;
+  if (seconds < 10) return seconds.toFixed(1) + " s";
   if (seconds < 90) return seconds.toFixed(0) + " s";
   if (seconds < 5400) return (seconds / 60).toFixed(0) + " min";
   return (seconds / 3600).toFixed(1) + " h";
@@ -99,10 +100,25 @@ function drawFailures(failures) {
   }
 }
 
+function say(id, message) {
+  const element = document.getElementById(id);
+  element.textContent = message || "";
+  element.hidden = !message;
+}
+
 async function refresh() {
-  const answer = await fetch("/api/crawls/" + encodeURIComponent(crawlId));
-  if (!answer.ok) { text("state", "unknown crawl"); return; }
+  let answer;
+  try {
+    answer = await fetch("/api/crawls/" + encodeURIComponent(crawlId));
+  } catch (error) {  // the command serving the page stopped
+    say("error", "the dashboard does not answer: " + error.message);
+    return;
+  }
+  if (answer.status === 503) { say("error", (await answer.json()).error); return; }
+  if (!answer.ok) { say("error", null); text("state", "unknown crawl"); return; }
+  say("error", null);
   const crawl = await answer.json();
+  say("note", crawl.note);
   document.title = "Crawl " + crawlId + ": " + crawl.state;
   text("crawl-id", crawlId);
   const state = document.getElementById("state");
@@ -117,6 +133,8 @@ async function refresh() {
   text("workers", crawl.queue.workers);
   text("dead-letters", crawl.dead_letters);
   text("replay", crawl.replay);
+  document.getElementById("dead-lettered").hidden = !crawl.replay;
+  document.getElementById("failed-locally").hidden = Boolean(crawl.replay);
   const limits = [];
   if (crawl.limits.max_rate) limits.push("--max-rate " + crawl.limits.max_rate + " requests/s per host");
   if (crawl.limits.max_per_host) limits.push("--max-per-host " + crawl.limits.max_per_host + " in flight per host");

@@ -6,7 +6,11 @@ function cell(row, text) {
   return td;
 }
 async function refresh() {
-  const crawls = await (await fetch("/api/crawls")).json();
+  const answer = await fetch("/api/crawls");
+  const error = document.getElementById("error");
+  error.hidden = answer.status !== 503;
+  if (answer.status === 503) { error.textContent = (await answer.json()).error; return; }
+  const crawls = await answer.json();
   const body = document.querySelector("#crawls tbody");
   body.replaceChildren();
   for (const crawl of crawls) {
