@@ -1,7 +1,9 @@
 """Dramatiq's web-crawler example, packaged and tested.
 
 From Python: :class:`Crawl` runs a crawl in this process, :func:`seed` one for the
-workers (:mod:`crawler.api`); page handlers get a :class:`Page` (:mod:`crawler.handlers`).
+workers (:mod:`crawler.api`); page handlers get a :class:`Page` and return data,
+:class:`Request`\s to follow and items (:class:`Handled`), one a label with a
+:class:`Router` (:mod:`crawler.handlers`).
 
 The API is imported on first use of one of its names, so that a worker importing
 ``crawler.example`` loads the page pipeline only, never the seeder's stack.
@@ -12,12 +14,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from crawler.handlers import Handled, Page
+from crawler.handlers import Handled, Page, Request, Router
 
 if TYPE_CHECKING:
     from crawler.api import Crawl, CrawlError, WorkersCrawl, seed, status
 
-__all__ = ["Crawl", "CrawlError", "Handled", "Page", "WorkersCrawl", "seed", "status"]
+__all__ = [
+    "Crawl", "CrawlError", "Handled", "Page", "Request", "Router", "WorkersCrawl", "seed", "status"
+]  # fmt: skip
 
 #: The names :mod:`crawler.api` gives, imported when first asked for.
 _FROM_API = {"Crawl", "CrawlError", "WorkersCrawl", "seed", "status"}

@@ -61,6 +61,15 @@ class Page:
     status: int
     headers: Mapping[str, str]
     body: bytes
+    #: The label of the :class:`Request` that led here (None: a seed, or a plain link).
+    label: str | None = None
+    #: The data of that :class:`Request`: what the page that found this one passed on.
+    data: Mapping[str, Any] | None = None
+
+    def urljoin(self, href: str) -> str:
+        """``href`` resolved against the page, as the crawler resolves its links (the
+        WHATWG URL Standard, against ``final_url``)."""
+        return urljoin(self.final_url, href)
 
     @cached_property
     def text(self) -> str:
@@ -88,20 +97,49 @@ def page_of(url: str, response: requests.Response, body: bytes) -> Page:
 
 def followed(outcome: Outcome | None, base: str) -> list[str]:
     """The http(s) URLs a handler asked to follow, resolved against the page's URL."""
+    return [request.url for request in requests_followed(outcome, base)]
+
+
+def requests_followed(outcome: Outcome | None, base: str) -> list[Request]:
+    """The requests a handler asked to follow, their URLs resolved against the page's
+    URL, http(s) ones only."""
     if outcome is None:
         return []
-    urls = (urljoin(base, url) for url in outcome.follow)
-    return [url for url in urls if url.startswith(("http://", "https://"))]
+    resolved = (
+        Request(urljoin(base, request.url), request.label, request.data)
+        for request in outcome.follow
+    )
+    return [request for request in resolved if request.url.startswith(("http://", "https://"))]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A URL to follow with what the page it leads to should know: a ``label`` (what
+    kind of page it is, for a :class:`Router`) and ``data`` (a JSON object), offered to
+    that page's handler as ``page.label`` and ``page.data``.
+
+    Parameters:
+      url(str): Absolute, or relative to the page that returns it.
+      label(str): At most :data:`MAX_LABEL` characters.
+      data(dict): A JSON object; with the label, at most :data:`MAX_REQUEST_BYTES`
+        bytes of JSON (it travels in the message).
+    """
+
+    url: str
+    label: str | None = None
+    data: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class Handled:
-    """What a handler may return instead of a ``dict``: the data and extra URLs to
-    follow (absolute, or relative to the page), each subject to the crawl's scope,
-    robots.txt and budgets like the page's own links."""
+    """What a handler may return instead of a ``dict``: the page record's ``data``, URLs
+    to ``follow`` (strings or :class:`Request`, absolute or relative to the page), each
+    subject to the crawl's scope, robots.txt and budgets like the page's own links, and
+    ``items``: JSON objects for the crawl's item sink (``--items``), any number a page."""
 
     data: dict[str, Any] | None = None
-    follow: list[str] = field(default_factory=list)
+    follow: list[str | Request] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
 
 
 Handler = Callable[[Page], "dict[str, Any] | Handled | None"]
@@ -109,12 +147,51 @@ Handler = Callable[[Page], "dict[str, Any] | Handled | None"]
 
 @dataclass(frozen=True)
 class Outcome:
-    """What came of a handler on one page: ``data`` for the record, URLs to ``follow``,
-    or the ``error`` that failed the step."""
+    """What came of a handler on one page: ``data`` for the record, the requests to
+    ``follow``, its ``items``, or the ``error`` that failed the step."""
 
     data: dict[str, Any] | None = None
-    follow: list[str] = field(default_factory=list)
+    follow: list[Request] = field(default_factory=list)
+    items: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+
+
+#: A :class:`Request`'s label, in characters at most.
+MAX_LABEL = 100
+#: A :class:`Request`'s label and data, in bytes of JSON at most: they travel in each
+#: message of that URL.
+MAX_REQUEST_BYTES = 16 * 1024
+
+
+class Router:
+    """One handler a label: ``@router.route("item")`` for the pages a
+    :class:`Request` labelled ``item`` leads to, ``@router.default`` for the others
+    (seeds, plain links, labels without a route).  A router is a handler: name it as
+    one, ``--handler module:router``.  A page with neither a route nor a default
+    gets no data."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Handler] = {}
+        self.fallback: Handler | None = None
+
+    def route(self, label: str) -> Callable[[Handler], Handler]:
+        """A decorator: the handler of the pages labelled ``label``."""
+
+        def register(handler: Handler) -> Handler:
+            self.routes[label] = handler
+            return handler
+
+        return register
+
+    def default(self, handler: Handler) -> Handler:
+        """A decorator: the handler of the pages no route takes."""
+        self.fallback = handler
+        return handler
+
+    def __call__(self, page: Page) -> dict[str, Any] | Handled | None:
+        handler = self.fallback if page.label is None else self.routes.get(page.label)
+        handler = handler or self.fallback
+        return None if handler is None else handler(page)
 
 
 def load(spec: str) -> Handler:
@@ -275,32 +352,66 @@ def _checked(returned: Any) -> Outcome:
     that strict JSON carries (no NaN nor Infinity, no lone surrogate, at most
     :data:`MAX_DEPTH` levels deep), and its URLs to follow strings."""
     if isinstance(returned, Handled):
-        data, follow = returned.data, list(returned.follow)
+        data, follow, items = returned.data, list(returned.follow), returned.items
     else:
-        data, follow = returned, []
+        data, follow, items = returned, [], []
     if data is not None and not isinstance(data, dict):
         return Outcome(error=f"handler-failed: returned {type(data).__name__}, not a dict")
-    if _deeper_than(data, MAX_DEPTH):
-        return Outcome(
-            error=f"handler-failed: data is not strict JSON: nested deeper than {MAX_DEPTH} levels"
-        )
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        return Outcome(error="handler-failed: items must be a list of dicts")
+    if len(items) > MAX_ITEMS:
+        return Outcome(error=f"handler-failed: more than {MAX_ITEMS} items on one page")
     try:
-        text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+        # Copies of plain JSON values: what the record holds is what its line says.
+        data = _strict_json(data, "data")
+        items = [_strict_json(item, "an item") for item in items]
+        requests = [_request(one) for one in follow]
+    except ValueError as e:
+        return Outcome(error=f"handler-failed: {e}")
+    return Outcome(data=data, follow=requests, items=items)
+
+
+#: Items one page may yield at most.
+MAX_ITEMS = 10_000
+
+
+def _strict_json(value: Any, what: str) -> Any:
+    """A copy of ``value`` through strict JSON; ValueError saying why it cannot be."""
+    if _deeper_than(value, MAX_DEPTH):
+        raise ValueError(f"{what} is not strict JSON: nested deeper than {MAX_DEPTH} levels")
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         text.encode("utf-8")  # a lone surrogate is no UTF-8
     except (TypeError, ValueError, RecursionError) as e:
-        return Outcome(
-            error=f"handler-failed: data is not strict JSON: {_one_line(e, named=False)}"
-        )
-    if not all(isinstance(url, str) for url in follow):
-        return Outcome(error="handler-failed: URLs to follow must be strings")
+        raise ValueError(f"{what} is not strict JSON: {_one_line(e, named=False)}") from e
+    return json.loads(text)
+
+
+def _request(value: Any) -> Request:
+    """A URL to follow as a :class:`Request`, checked: a string, or a Request whose
+    label and data JSON carries within :data:`MAX_REQUEST_BYTES`."""
+    request = Request(value) if isinstance(value, str) else value
+    if not isinstance(request, Request) or not isinstance(request.url, str):
+        raise ValueError("URLs to follow must be strings or crawler.Request")
     try:
-        "".join(follow).encode("utf-8")
+        request.url.encode("utf-8")
     except UnicodeEncodeError as e:
-        return Outcome(
-            error=f"handler-failed: a URL to follow is not UTF-8: {_one_line(e, named=False)}"
+        raise ValueError(f"a URL to follow is not UTF-8: {_one_line(e, named=False)}") from e
+    if request.label is None and request.data is None:
+        return request
+    if request.label is not None and (
+        not isinstance(request.label, str) or not 0 < len(request.label) <= MAX_LABEL
+    ):
+        raise ValueError(f"a request's label must be a string of 1 to {MAX_LABEL} characters")
+    if request.data is not None and not isinstance(request.data, dict):
+        raise ValueError(f"a request's data must be a dict, not {type(request.data).__name__}")
+    data = _strict_json(request.data, "a request's data")
+    size = len(json.dumps([request.label, data], ensure_ascii=False).encode())
+    if size > MAX_REQUEST_BYTES:
+        raise ValueError(
+            f"a request's label and data take {size} bytes of JSON, over {MAX_REQUEST_BYTES}"
         )
-    # A copy of plain JSON values: what the record holds is what its line says.
-    return Outcome(data=json.loads(text), follow=follow)
+    return Request(request.url, request.label, data)
 
 
 def _deeper_than(data: Any, limit: int) -> bool:
