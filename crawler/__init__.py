@@ -2,7 +2,7 @@
 
 From Python: :class:`Crawl` runs a crawl in this process, :func:`seed` one for the
 workers (:mod:`crawler.api`); page handlers get a :class:`Page` and return data,
-:class:`Request`\s to follow and items (:class:`Handled`), one a label with a
+requests (:class:`Request`) to follow and items (:class:`Handled`), one a label with a
 :class:`Router` (:mod:`crawler.handlers`).
 
 The API is imported on first use of one of its names, so that a worker importing

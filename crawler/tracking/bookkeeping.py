@@ -60,7 +60,10 @@ def patiently(deadline: float) -> Callable[[Callable[[], T]], T]:
         while True:
             try:
                 return step()
-            except STORE_ERRORS:
+            except STORE_ERRORS as _e:  # TEMP-DEBUG
+                import os as _os  # TEMP-DEBUG
+                with open("/tmp/crawler-retry.log", "a") as _f:  # TEMP-DEBUG
+                    _f.write(f"{_os.getpid()} retry step {step.__code__.co_filename}:{step.__code__.co_firstlineno} {type(_e).__name__}: {_e}\n")  # TEMP-DEBUG
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise
