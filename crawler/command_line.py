@@ -144,6 +144,14 @@ def _add_fetching(
         " 'crawler worker --handler'); what it returns goes in the page's record",
     )
     group.add_argument(
+        "--handler-timeout",
+        type=_flag_type(crawl_spec.handler_timeout),
+        metavar="SECONDS",
+        help="the page handler may take this long on a page (default: the workers'"
+        " CRAWLER_HANDLER_TIMEOUT, 1.5; at most what the 10 s time limit leaves after"
+        " the fetch's deadline)",
+    )
+    group.add_argument(
         "--warc",
         metavar="DIR",
         help="keep every response in WARC files in DIR (with workers: DIR under their"
@@ -307,6 +315,13 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
         metavar="FILE",
         help="with --local or --wait: a record per URL, JSON lines (CSV for FILE.csv; - for"
         " standard output)",
+    )
+    running.add_argument(
+        "--items",
+        type=_flag_type(crawl_spec.items),
+        metavar="FILE|URL",
+        help="with --local or --wait: the handler's items, JSON lines (CSV for FILE.csv) or"
+        " a PostgreSQL table (postgresql://user@host:port/db?table=NAME)",
     )
     running.add_argument(
         "--dashboard",

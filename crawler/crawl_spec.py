@@ -195,6 +195,12 @@ def timeout(value: Any) -> float:
     )
 
 
+def handler_timeout(value: Any) -> float:
+    """``--handler-timeout``'s seconds."""
+    checked: float = _checked(value, RULES["handler_timeout"], _float)
+    return checked
+
+
 def retries(value: Any) -> int:
     """``--retries``' number, at most the actor's."""
     checked: int = _checked(value, RULES["retries"], _digits)
@@ -249,6 +255,17 @@ def directory(value: Any) -> str:
     return os.fspath(value)
 
 
+def items(value: Any) -> str:
+    """``--items``' sink: a file (JSON lines; CSV for ``FILE.csv``) or a
+    ``postgresql://`` URL (:mod:`crawler.items.sinks`)."""
+    from crawler.items.sinks import checked_address
+
+    try:
+        return checked_address(value)
+    except ValueError as e:
+        raise BadValue(f"{_text(value)!r} is not an item sink: {e}") from e
+
+
 def switch(value: Any) -> bool:
     """A switch's value: True or False."""
     return _checked(value, FLAG)
@@ -290,6 +307,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "max_per_host": per_host,
     "user_agent": user_agent,
     "handler": handler,
+    "handler_timeout": handler_timeout,
     "warc": directory,
     "header": header,
     "cookies": cookies,
@@ -305,6 +323,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "threads": threads,
     "state": path,
     "output": path,
+    "items": items,
     "dashboard": port,
     "verbose": switch,
 }
@@ -353,6 +372,8 @@ class CrawlSpec:
       threads(int): ``--local``'s fetching threads; None: :data:`DEFAULT_THREADS`.
       state(Path): ``--local``: keep the crawl on disk there (``--state``).
       output(Path): Write each URL's record there (``-o``; ``-``: standard output).
+      items(str): Write the handler's items there (``--items``: a file or a
+        ``postgresql://`` URL).
       dashboard(int): Serve the crawl's live page on this port (``--dashboard``).
       verbose(bool): Log every page (``-v``).
     """
@@ -365,6 +386,7 @@ class CrawlSpec:
     threads: int | None = None
     state: Path | None = None
     output: Path | None = None
+    items: str | None = None
     dashboard: int | None = None
     verbose: bool = False
     seed_file: SeedFile | None = None
@@ -382,6 +404,8 @@ class CrawlSpec:
             raise CrawlError("--state works with --local only")
         if self.output is not None and not (self.wait or self.local):
             raise CrawlError("--output works with --local or --wait")
+        if self.items is not None and not (self.wait or self.local):
+            raise CrawlError("--items works with --local or --wait")
         if self.dashboard is not None and not (self.wait or self.local):
             raise CrawlError("--dashboard works with --local or --wait")
 
@@ -425,6 +449,7 @@ class CrawlSpec:
             threads=given.get("threads"),
             state=given.get("state"),
             output=output,
+            items=given.get("items"),
             dashboard=given.get("dashboard"),
             verbose=given.get("verbose", False),
         )
@@ -528,6 +553,7 @@ def _crawl_options(
         batched_records=collect_records,
         records_without_links=records_without_links,
         handler=given.get("handler"),
+        handler_timeout=given.get("handler_timeout"),
         headers=tuple(given.get("header", ())),
         cookies=given.get("cookies", True),
         proxy=given.get("proxy"),

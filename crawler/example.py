@@ -30,8 +30,8 @@ from crawler.failures import reports_failures
 from crawler.fetching import fetch
 from crawler.fetching.sessions import Sessions
 from crawler.frontier import claims, scope, sitemaps
-from crawler.frontier.scope import child_arguments, links_to_follow, priority, report_dropped
-from crawler.handlers import Handlers, Page, followed, page_of
+from crawler.frontier.scope import child_arguments, page_links_to_follow, priority, report_dropped
+from crawler.handlers import Handlers, Page, page_of, requests_followed
 from crawler.links.cleaning import clean_anchor
 from crawler.links.extraction import html_links
 from crawler.middleware import actor_for
@@ -49,8 +49,6 @@ anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()
 limits = limits_from_environment()
 lifetimes = lifetimes_from_environment()
-handlers = Handlers(handler_names(), handler_timeout())  # CRAWLER_HANDLERS: this worker's
-
 send_back = SendBack()
 broker = make_broker(send_back)
 keep_books(
@@ -62,6 +60,7 @@ keep_books(
     patience=limits.store_patience,
 )
 dramatiq.set_broker(broker)
+handlers = Handlers(handler_names(), handler_timeout())  # CRAWLER_HANDLERS: once broker is set
 
 
 def get_session(crawl_options: CrawlOptions) -> requests.Session:
@@ -107,8 +106,9 @@ def find_anchors(
 @reports_failures
 @messages.checked
 def crawl(
-    url: str, depth: int = 0, options: dict[str, Any] | None = None, via_public: bool = False
-) -> Record:
+    url: str, depth: int = 0, options: dict[str, Any] | None = None, via_public: bool = False,
+    label: str | None = None, data: dict[str, Any] | None = None,  # a handler's Request's
+) -> Record:  # fmt: skip
     crawl_options = CrawlOptions.from_message(options)
     actor = actor_for(crawl)  # of the broker this message came from: --local's has its own
     message = claims.current_message(actor, url)
@@ -136,16 +136,17 @@ def crawl(
         if body is None:
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
-            page = None if handler is None else page_of(url, fetched.response, body)
+            page = None if handler is None else page_of(url, fetched.response, body, label, data)
             anchors = find_anchors(url, body, fetched.response, crawl_options, page)
 
-    handled = None if handler is None or page is None else handlers.run(handler, page)
-    found = [*(anchors or []), *followed(handled, fetched.response.url)]
-    follow, dropped = links_to_follow(found, crawl_options, depth)
+    seconds = handlers.timeout_for(crawl_options.handler_timeout, bounds.fetch_deadline)
+    handled = None if handler is None or page is None else handlers.run(handler, page, seconds)
+    asked = requests_followed(handled, fetched.response.url)  # each with its label and data
+    follow, own, dropped = page_links_to_follow(anchors or [], asked, crawl_options, depth)
     dropped_links = report_dropped(url, dropped)
-    kwargs = child_arguments(depth, options, via_public=fetched.public)
+    kwargs = child_arguments(depth, options, via_public=fetched.public)  # no label nor data
     with stores.memcache_pool.reserve() as client:
-        sent = links.send(client, follow, kwargs, priority=priority(depth + 1, crawl_options))
+        sent = links.send(client, follow, kwargs, own, priority=priority(depth + 1, crawl_options))
     if anchors is not None:
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
     size = None if body is None else len(body)

@@ -8,19 +8,20 @@ chooses one of them (the seeder's ``--handler``), and a message naming one the w
 did not load is refused and dead-lettered.
 
 A handler that raises (anything: ``SystemExit``, ``KeyboardInterrupt`` and
-``RecursionError`` too), runs past ``CRAWLER_HANDLER_TIMEOUT`` seconds, or returns data
-strict JSON cannot carry (not a ``dict``, NaN or Infinity, a lone surrogate, more than
+``RecursionError`` too), runs past its timeout (the crawl's ``--handler-timeout``, else
+``CRAWLER_HANDLER_TIMEOUT``: :meth:`Handlers.timeout_for`), or returns data strict JSON
+cannot carry (not a ``dict``, NaN or Infinity, a lone surrogate, more than
 :data:`MAX_DEPTH` levels deep) fails that page's handler step only: the page's record
 says ``handler_error`` (``handler-failed:`` and a one-line summary), its links are
 followed, and the fetch is not retried.
 
-Each call runs in a daemon thread of its own, which the page waits for
-``CRAWLER_HANDLER_TIMEOUT`` seconds at most, whether the handler runs Python or is
-blocked in C (a lock, a socket read): past that the page goes on without it.  Python
-cannot stop a thread, so an abandoned call runs on until it returns, by itself, its
-result dropped; it holds neither the crawl nor a worker thread, and being a daemon
-thread it does not keep the process from exiting.  A process keeps
-:data:`MAX_STUCK` such calls at most: beyond that, a handler step fails at once.
+Each call runs in a daemon thread of its own, which the page waits for that timeout
+at most, whether the handler runs Python or is blocked in C (a lock, a socket read):
+past that the page goes on without it.  Python cannot stop a thread, so an abandoned
+call runs on until it returns, by itself, its result dropped; it holds neither the
+crawl nor a worker thread, and being a daemon thread it does not keep the process from
+exiting.  A process keeps :data:`MAX_STUCK` such calls at most: beyond that, a handler
+step fails at once.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from urllib.parse import urljoin
 import requests
 from selectolax.lexbor import LexborHTMLParser
 
+from crawler.environment import ACTOR_TIME_LIMIT
 from crawler.errors import InvalidMessage, shown
 from crawler.links.extraction import decoded
 
@@ -84,14 +86,23 @@ class Page:
         return LexborHTMLParser(self.text)
 
 
-def page_of(url: str, response: requests.Response, body: bytes) -> Page:
-    """The :class:`Page` of a response whose ``body`` was read."""
+def page_of(
+    url: str,
+    response: requests.Response,
+    body: bytes,
+    label: str | None = None,
+    data: Mapping[str, Any] | None = None,
+) -> Page:
+    """The :class:`Page` of a response whose ``body`` was read, with the ``label`` and
+    ``data`` its message carried (a :class:`Request`'s; a page's own links pass none on)."""
     return Page(
         url=url,
         final_url=response.url,
         status=response.status_code,
         headers=response.headers,
         body=body,
+        label=label,
+        data=data,
     )
 
 
@@ -195,7 +206,8 @@ class Router:
 
 
 def load(spec: str) -> Handler:
-    """The function ``package.module:function`` names; ValueError saying what is wrong."""
+    """The handler ``package.module:name`` names: a function, or any callable such as a
+    :class:`Router`; ValueError saying what is wrong."""
     module_name, colon, name = spec.partition(":")
     if not colon or not module_name or not name:
         raise ValueError(f"{spec!r} is not package.module:function")
@@ -205,7 +217,7 @@ def load(spec: str) -> Handler:
         raise ValueError(f"cannot import {module_name!r}: {e}") from e
     handler: Handler | None = getattr(module, name, None)
     if not callable(handler):
-        raise ValueError(f"{module_name!r} has no function {name!r}")
+        raise ValueError(f"{module_name!r} has no function {name!r} (nor a Router)")
     return handler
 
 
@@ -264,10 +276,22 @@ class Handlers:
             )
         return handler
 
-    def run(self, handler: Handler, page: Page) -> Outcome:
-        """Call ``handler`` on ``page`` in a thread of its own and wait :attr:`timeout`
-        seconds at most for what it made of it; past that, the step fails and the
-        thread is abandoned (see :data:`MAX_STUCK`)."""
+    def timeout_for(self, requested: float | None, fetch_deadline: float) -> float:
+        """The seconds a handler may take on a page of a crawl that asked for
+        ``requested`` (``--handler-timeout``; None: :attr:`timeout`, the worker's
+        ``CRAWLER_HANDLER_TIMEOUT``), whose fetch may take ``fetch_deadline``: no more
+        than the actor's time limit leaves after the fetch, :data:`TIME_LIMIT_MARGIN`
+        kept for the page's links and record."""
+        if requested is None:
+            return self.timeout
+        left = ACTOR_TIME_LIMIT - fetch_deadline - TIME_LIMIT_MARGIN
+        return max(min(requested, left), MIN_TIMEOUT)
+
+    def run(self, handler: Handler, page: Page, timeout: float | None = None) -> Outcome:
+        """Call ``handler`` on ``page`` in a thread of its own and wait ``timeout``
+        seconds (:attr:`timeout` when None) at most for what it made of it; past that,
+        the step fails and the thread is abandoned (see :data:`MAX_STUCK`)."""
+        timeout = self.timeout if timeout is None else timeout
         call = _Call(handler, page)
         with _stuck.lock:
             if _stuck.count >= MAX_STUCK:
@@ -282,16 +306,22 @@ class Handlers:
         except RuntimeError as e:  # no thread to be had
             return Outcome(error=f"handler-failed: cannot start its thread: {_one_line(e)}")
         try:
-            call.finished.wait(self.timeout)
+            call.finished.wait(timeout)
         finally:
             with _stuck.lock:
                 if call.outcome is None:  # still running: left to itself
                     call.abandoned = True
                     _stuck.count += 1
         if call.outcome is None:
-            return Outcome(error=f"handler-failed: took longer than {self.timeout:g}s")
+            return Outcome(error=f"handler-failed: took longer than {timeout:g}s")
         return call.outcome
 
+
+#: Seconds of the actor's time limit a crawl's ``--handler-timeout`` leaves, after the
+#: fetch's deadline, for the page's links and record.
+TIME_LIMIT_MARGIN = 0.5
+#: Seconds a handler is given at least, whatever is left of the time limit.
+MIN_TIMEOUT = 0.01
 
 #: Handler calls a process leaves running past their timeout at most: beyond that, a
 #: handler step fails at once (``... still running past their timeout ...``) rather

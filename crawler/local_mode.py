@@ -26,6 +26,8 @@ from crawler.archiving.warc import WarcFiles
 from crawler.brokers import local
 from crawler.environment import Lifetimes, local_backoffs
 from crawler.frontier import claims, counters
+from crawler.items import counting as item_counts
+from crawler.items.sinks import ItemSink, ItemSinkError
 from crawler.middleware import QuickRetries, install
 from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
 from crawler.records import Record, RecordFile
@@ -81,6 +83,7 @@ def run(
     stop: threading.Event | None = None,
     warc_files: WarcFiles | None = None,
     progress: Progress | None = None,
+    items: ItemSink | None = None,
 ) -> int:
     """Crawl from the ``seeds`` messages of ``actor`` until nothing is left; 0 when no URL failed
     for good.  ``actor`` is the ``crawl`` actor of ``--local``'s broker
@@ -92,8 +95,11 @@ def run(
     on its stream, nothing printed, the logging left as the caller configured it.  With
     ``saved`` (``--state``) and no seeds, carry on with the crawl the state file holds.
     Each final record goes to ``on_record`` too; ``stop`` set stops the crawl as Ctrl-C
-    does.  Raises :class:`DiskFull` once the state file, ``output`` or the
-    ``warc_files`` found no room left: the crawl stopped at once, nothing more written."""
+    does.  Each page's items go to ``items`` (the sink is closed at the end).  Raises
+    :class:`DiskFull` once the state file, ``output`` or the ``warc_files`` found no
+    room left, :class:`ItemSinkError` once ``items`` could not be written: the crawl
+    stopped at once, nothing more written (with ``--state``, the page whose items were
+    not written is not acknowledged: carried on, it is fetched again)."""
     quiet = progress is not None
     progress = Progress() if progress is None else progress
     full = _NoRoom(saved)
@@ -103,7 +109,7 @@ def run(
         saved.on_full = lambda error: full.noted(error.path)
     if warc_files is not None:
         warc_files.on_no_room = full.note
-    keep = _keeper(progress, full, output, on_record)
+    keep = _keeper(progress, full, output, on_record, items)
     broker, worker = _workers(actor, saved, threads)
     keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
     broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
@@ -125,7 +131,10 @@ def run(
     finally:
         quick = interrupted or full.error is not None
         worker.stop(timeout=STOP_TIMEOUT_MS if quick else 600_000)
-        _close(full, output, saved, warc_files)
+        _close(full, output, saved, warc_files, items)
+    if full.sink_error is not None:
+        progress.clear()
+        raise full.sink_error
     if full.error is not None:
         progress.clear()
         raise DiskFull(full.error.path)
@@ -150,13 +159,20 @@ def _keeper(
     full: _NoRoom,
     output: RecordFile | None,
     on_record: Callable[[Record], None] | None,
+    items: ItemSink | None = None,
 ) -> Callable[[Record, Any], None]:
-    """What the books do with each record: counted in ``progress``, written to
-    ``output``, handed to ``on_record`` when final; nothing more once a disk is full."""
+    """What the books do with each record: its items written to ``items``, counted in
+    ``progress``, written to ``output``, handed to ``on_record`` when final; nothing
+    more once a disk is full or the item sink failed."""
 
     def keep(record: Record, message: Any) -> None:
         if full.error is not None:  # stopping: nothing more written
-            raise DiskFull(full.error.path)
+            raise full.sink_error or DiskFull(full.error.path)
+        if items is not None and record.get("items"):
+            try:
+                items.write(record["url"], record["items"])
+            except ItemSinkError as e:
+                raise full.sink_failed(e) from e
         progress.record(record)
         if output is not None and record.get("outcome") in WRITTEN:
             try:
@@ -198,9 +214,15 @@ def _close(
     output: RecordFile | None,
     saved: SavedState | None,
     warc_files: WarcFiles | None,
+    items: ItemSink | None = None,
 ) -> None:
     """Close what the crawl wrote to, once its worker stopped; what was left to write
     may find no room either when a disk is full already."""
+    if items is not None:
+        try:
+            items.close()
+        except ItemSinkError as e:
+            full.sink_failed(e)
     if warc_files is not None:
         warc_files.on_no_room = None
     if output is not None:
@@ -281,6 +303,8 @@ def _carry_on(
     crawl_id = saved.fact("crawl_id")
     with pool.reserve() as client:
         figures = counters.read(client, crawl_id) if crawl_id else None
+        if figures is not None:
+            figures["items"] = item_counts.read(client, crawl_id)
     if figures is not None:
         progress.carry_on(figures)
     kept = broker.kept()
@@ -345,7 +369,18 @@ class _NoRoom:
         self.saved = saved
         self.event = threading.Event()
         self.error: DiskFull | None = None
+        #: The item sink's failure, when that is what stopped the crawl.
+        self.sink_error: ItemSinkError | None = None
         self._lock = threading.Lock()
+
+    def sink_failed(self, error: ItemSinkError) -> ItemSinkError:
+        """The item sink could not write: the crawl stops as for a full disk (the
+        state file writes nothing more: the page in hand is not acknowledged)."""
+        with self._lock:
+            if self.sink_error is None:
+                self.sink_error = error
+        self.note(error.args[0] if error.args else "the item sink")
+        return error
 
     def note(self, path: Path | str) -> DiskFull:
         """The device of ``path`` is full: a :class:`DiskFull` to raise.  The state file

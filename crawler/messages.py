@@ -14,15 +14,20 @@ A message says its format in its ``format`` option (:data:`~crawler.frontier.sco
 One without it is of format 1: upstream's, and this crawler's before sitemaps had an
 actor of their own, when a ``crawl`` message carried ``sitemap`` and ``listed``; such a
 message is checked as it was then, and one naming a sitemap goes to the sitemaps' actor,
-so that workers of this release carry on a crawl seeded before it.  A message of a
-format newer than this worker's is refused as invalid (``--replay`` sends it again once
-the workers are upgraded).
+so that workers of this release carry on a crawl seeded before it.  Format 2 is every
+other message; format 3 a ``crawl`` message carrying what a handler's
+:class:`~crawler.handlers.Request` passed on (``label``: 1 to
+:data:`~crawler.handlers.MAX_LABEL` characters, ``data``: a JSON object; together at
+most :data:`~crawler.handlers.MAX_REQUEST_BYTES` bytes of JSON).  A message of a format
+newer than this worker's is refused as invalid (``--replay`` sends it again once the
+workers are upgraded).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
@@ -31,6 +36,7 @@ from dramatiq.middleware import CurrentMessage
 
 from crawler.errors import InvalidMessage
 from crawler.frontier.scope import FORMAT, KINDS, MAX_SITEMAP_LEVEL, SITEMAP_ACTOR
+from crawler.handlers import MAX_LABEL, MAX_REQUEST_BYTES
 from crawler.options import (
     FLAG,
     WHOLE,
@@ -139,7 +145,21 @@ def check_call(
     except TypeError as e:  # a missing URL, an argument this crawler does not know
         raise InvalidMessage(f"message arguments: {e}") from e
     check_arguments(bound.arguments, rules)
+    _check_request_size(bound.arguments)
     return dict(bound.arguments)
+
+
+def _check_request_size(arguments: Mapping[str, Any]) -> None:
+    """Refuse a message whose ``label`` and ``data`` take more than
+    :data:`~crawler.handlers.MAX_REQUEST_BYTES` bytes of JSON together."""
+    label, data = arguments.get("label"), arguments.get("data")
+    if label is None and data is None:
+        return
+    size = len(json.dumps([label, data], ensure_ascii=False).encode())
+    if size > MAX_REQUEST_BYTES:
+        raise InvalidMessage(
+            f"message arguments: label and data take {size} bytes of JSON, over {MAX_REQUEST_BYTES}"
+        )
 
 
 def check_arguments(
@@ -185,12 +205,39 @@ def _listed(value: Any) -> dict[str, list[str]] | None:
 #: one file list (a part holds ``CRAWLER_MAX_LINKS_PER_PAGE`` of its sender's, which
 #: other workers need not share).
 MAX_LISTED = 50_000
+
+
+def _label(value: Any) -> str | None:
+    """A :class:`~crawler.handlers.Request`'s label: 1 to ``MAX_LABEL`` characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_LABEL:
+        raise ValueError
+    return utf8_text(value)
+
+
+def _data(value: Any) -> dict[str, Any] | None:
+    """A :class:`~crawler.handlers.Request`'s data: a JSON object (its size is checked
+    with the label's)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValueError
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+    except (TypeError, ValueError, RecursionError) as e:  # a lone surrogate, NaN...
+        raise ValueError("not strict JSON") from e
+    return value
+
+
 #: The rules of ``crawl``'s arguments besides its options (``sitemap`` and ``listed``:
 #: those of a ``crawl`` message of format 1).
 ARGUMENTS: dict[str, Rule[Any]] = {
     "url": Rule("an http:// or https:// URL", _url),
     "depth": WHOLE,
     "via_public": FLAG,
+    "label": Rule(f"null or a string of 1 to {MAX_LABEL} characters", _label),
+    "data": Rule("null or a JSON object", _data),
     "sitemap": Rule(
         f"a whole number from 0 to {MAX_SITEMAP_LEVEL}", whole_between(0, MAX_SITEMAP_LEVEL)
     ),

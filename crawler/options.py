@@ -69,6 +69,9 @@ class CrawlOptions:
         the crawl only (``--cookies off``: none).
       proxy(str): An http(s) proxy every request of the crawl goes through.
       timeout(float): Seconds one fetch may take, below the worker's own deadline.
+      handler_timeout(float): Seconds the page handler may take on one page, instead
+        of the worker's ``CRAWLER_HANDLER_TIMEOUT``; no more than the actor's time
+        limit leaves after the fetch's deadline (:meth:`crawler.handlers.Handlers.timeout_for`).
       retries(int): Retries of a failed fetch at most, below the worker's (3).
       auth_env(tuple): ``host=CRAWLER_AUTH_X``: requests to ``host`` carry the HTTP
         Basic credentials (``user:password``) in the worker's variable ``CRAWLER_AUTH_X``;
@@ -99,6 +102,7 @@ class CrawlOptions:
     cookies: bool = True
     proxy: str | None = None
     timeout: float | None = None
+    handler_timeout: float | None = None
     retries: int | None = None
     auth_env: tuple[str, ...] = field(default_factory=tuple)
 
@@ -380,6 +384,13 @@ def seconds(value: Any) -> float:
     return float(value)
 
 
+def handler_seconds(value: Any) -> float:
+    """A handler's time on a page in seconds: above 0, below :data:`MAX_HANDLER_TIMEOUT`."""
+    if type(value) not in (int, float) or not 0 < value < MAX_HANDLER_TIMEOUT:
+        raise ValueError
+    return float(value)
+
+
 def auth_pair(value: Any) -> str:
     """``host=CRAWLER_AUTH_NAME``: a host, and the worker's variable its secret is in."""
     if not isinstance(value, str):
@@ -420,6 +431,9 @@ AUTH_PREFIX = "CRAWLER_AUTH_"
 _AUTH_VARIABLE = re.compile(AUTH_PREFIX + r"[A-Z0-9_]+", re.ASCII)
 #: ``--timeout`` at most, in seconds (a worker keeps to its own deadline below that).
 MAX_TIMEOUT = 600.0
+#: ``--handler-timeout`` below this, in seconds: the ``crawl`` actor's time limit
+#: (:data:`crawler.environment.ACTOR_TIME_LIMIT`), which the fetch shares.
+MAX_HANDLER_TIMEOUT = 10.0
 #: ``--retries`` at most: the ``crawl`` actor's ``max_retries``.
 MAX_RETRIES = 3
 #: ``--header``s a crawl sends at most.
@@ -466,6 +480,9 @@ RULES: dict[str, Rule[Any]] = {
     "cookies": FLAG,
     "proxy": Rule("an http:// or https:// proxy URL", proxy_url),
     "timeout": Rule(f"a number of seconds above 0, at most {MAX_TIMEOUT:g}", seconds),
+    "handler_timeout": Rule(
+        f"a number of seconds above 0, below {MAX_HANDLER_TIMEOUT:g}", handler_seconds
+    ),
     "retries": Rule(f"a whole number from 0 to {MAX_RETRIES}", whole_between(0, MAX_RETRIES)),
     "auth_env": AUTH_ENV,
 }

@@ -40,7 +40,8 @@ def page_record(
     ``sent`` the ids of the messages it sent for the new URLs among them,
     ``dropped_links`` how many of its links were malformed (named only when some were),
     ``stored`` where ``--warc`` put its response, ``handled`` what the crawl's page
-    handler made of it (``data``, or ``handler_error``), and ``size`` the bytes of
+    handler made of it (``data`` and its ``items`` when it yielded some, or
+    ``handler_error``), and ``size`` the bytes of
     its body, when read.  ``fetch_ms`` is the fetch's time alone, from its first
     request to its body read (to its headers when the body is not read): what
     :func:`crawler.fetching.read_body` left in ``response.elapsed``."""
@@ -67,6 +68,8 @@ def page_record(
         record["payload_digest"] = stored.payload_digest
     if handled is not None:
         record["data"] = handled.data
+        if handled.items:  # for the crawl's item sink (--items)
+            record["items"] = handled.items
         if handled.error is not None:
             record["handler_error"] = handled.error
     return record
@@ -132,7 +135,7 @@ RECORD_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "dropped_links",
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
     "warc_offset", "payload_digest", "data", "handler_error", "bytes",
-    "fetch_ms",
+    "fetch_ms", "items",
 )  # fmt: skip
 
 
@@ -186,6 +189,7 @@ class RecordFile:
         if self._csv:
             row = io.StringIO()
             public["links"] = len(public.get("links") or [])
+            public["items"] = len(public.get("items") or []) or None  # counted, as links
             if public.get("data") is not None:  # a handler's data: one JSON cell
                 public["data"] = json.dumps(public["data"], ensure_ascii=False, allow_nan=False)
             csv.writer(row).writerow(

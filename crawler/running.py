@@ -31,6 +31,7 @@ from crawler.crawl_spec import CrawlSpec, SeedUrls
 from crawler.environment import Lifetimes, broker_address, dedup_store_name, dedup_url, uses_redis
 from crawler.frontier import politeness
 from crawler.frontier.scope import message_of, priority
+from crawler.items.sinks import ItemSink, ItemSinkError, open_sink
 from crawler.options import CrawlOptions
 from crawler.records import Record, RecordFile
 from crawler.stores import STORE_ERRORS, Stores
@@ -94,7 +95,10 @@ def _run(
             file=sys.stderr,
         )
     if not spec.local:
-        return _seed_for_workers(spec, crawl, stores, lifetimes, seeds)
+        try:
+            return _seed_for_workers(spec, crawl, stores, lifetimes, seeds)
+        except ItemSinkError as e:  # opening it
+            return _sink_failed(e, progress)
     handler = crawl_options.handler
     if handler is not None and handler not in handlers.names:
         try:
@@ -112,6 +116,28 @@ def _run(
             return 1
         print(f"crawler: {e}: free some space, then {again}", file=sys.stderr, flush=True)
         return 1
+    except ItemSinkError as e:
+        return _sink_failed(e, progress)
+
+
+def _sink_failed(error: ItemSinkError, progress: Progress | None) -> int:
+    """``--items``' sink could not be opened or written: one line, exit status 1."""
+    if progress is not None:
+        logger.error("crawler: %s; the crawl stopped", error)
+    else:
+        print(f"crawler: {error}; the crawl stopped", file=sys.stderr, flush=True)
+    return 1
+
+
+def open_items(spec: CrawlSpec, saved: SavedState | None = None) -> ItemSink | None:
+    """``--items``' sink, opened before anything is sent (added to when ``saved``
+    carries a crawl on: its items under its crawl id); :class:`ItemSinkError` when it
+    cannot be."""
+    if spec.items is None:
+        return None
+    crawl_id = (saved.fact("crawl_id") if saved is not None else None) or spec.options.crawl_id
+    assert crawl_id is not None
+    return open_sink(spec.items, crawl_id, append=saved is not None)
 
 
 def _make_warc_directory(warc: str | None) -> None:
@@ -143,6 +169,12 @@ def _seed_for_workers(
     """Seed the crawl for workers, and with ``--wait`` follow it to its end."""
     crawl_options = spec.options
     output = open_output(spec.output)
+    try:
+        items = open_items(spec)
+    except BaseException:
+        if output is not None:
+            output.close()
+        raise
     said = _said(spec)
     with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
         if spec.dashboard is not None:
@@ -157,6 +189,7 @@ def _seed_for_workers(
                 wait=spec.wait,
                 output=output,
                 adding=spec.adding,
+                items=items,
             )
         )
 
@@ -179,12 +212,7 @@ def _run_locally(
     saved = None
     if spec.state is not None:
         saved, seeds = open_state(spec, seeds)
-    try:
-        output = open_output(spec.output, append=saved is not None)
-    except BaseException:
-        if saved is not None:
-            saved.close()
-        raise
+    output, items = _open_files(spec, saved)
     local_crawl = local.serve(crawl, saved).get_actor(crawl.actor_name)
     said = _said(spec)
     quiet = progress is not None  # the API's: sys.stdout is its host's
@@ -215,10 +243,28 @@ def _run_locally(
             stop=stop,
             warc_files=None if warc is None else stores.warc_files,
             progress=progress,
+            items=items,
         )
         if served is not None and status != 130:  # 130: interrupted, the command stops
             _dashboard_stays(served, crawl_options, quiet=quiet)
         return status
+
+
+def _open_files(
+    spec: CrawlSpec, saved: SavedState | None
+) -> tuple[RecordFile | None, ItemSink | None]:
+    """``--output`` and ``--items`` of a local crawl, appended to when it carries on;
+    on a failure, what was opened (``saved`` too) closed again."""
+    output = None
+    try:
+        output = open_output(spec.output, append=saved is not None)
+        return output, open_items(spec, saved)
+    except BaseException:
+        if saved is not None:
+            saved.close()
+        if output is not None:
+            output.close()
+        raise
 
 
 def seed_messages(
@@ -324,8 +370,11 @@ def _dashboard_stays(served: Background, crawl_options: CrawlOptions, *, quiet: 
     served.reader.ended(crawl_options.crawl_id, stays=stays)
     if not stays:
         return
-    print(f"dashboard still at {served.address}/ — Ctrl-C to stop", file=sys.stderr, flush=True)
-    until_stopped()
+    until_stopped(
+        lambda: print(
+            f"dashboard still at {served.address}/ — Ctrl-C to stop", file=sys.stderr, flush=True
+        )
+    )
 
 
 def open_state(spec: CrawlSpec, seeds: seeder.Messages) -> tuple[SavedState, seeder.Messages]:

@@ -5,7 +5,8 @@ A running service is used as it is.  Otherwise the missing ones are started with
 ``docker compose`` when a Docker engine answers, or from local binaries, installed
 with apt-get first when they are missing and this runs as root on Debian or Ubuntu
 (a fresh machine has no Memcached); failing all that, this says how to get them and
-exits non-zero.
+exits non-zero.  PostgreSQL's binaries are installed too when missing (the item sink's
+tests start servers of their own with them).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ def main() -> int:
             del missing[name]
     if not glob.glob(URL_TEST_DATA):
         apt_install("librust-url-dev")  # ships the web-platform-tests' URL test data
+    if not glob.glob(POSTGRES_INITDB):
+        apt_install("postgresql")  # tests/test_items.py starts PostgreSQLs of its own
     for name, (host, port) in missing.items():
         print(
             f"services: {name} does not answer at {host}:{port}, and neither a Docker engine "
@@ -114,6 +117,8 @@ def main() -> int:
     return 1 if missing else 0
 
 
+#: PostgreSQL's initdb, as Debian ships it (the tests run initdb and pg_ctl themselves).
+POSTGRES_INITDB = "/usr/lib/postgresql/*/bin/initdb"
 #: The web-platform-tests' URL test data, as Debian's Rust ``url`` crate ships it.
 URL_TEST_DATA = "/usr/share/cargo/registry/url-*/tests/urltestdata.json"
 PACKAGES = {"rabbitmq": "rabbitmq-server", "redis": "redis-server", "memcached": "memcached"}

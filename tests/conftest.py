@@ -17,6 +17,7 @@ from crawler.stores.memcached import MemcachedClient
 from crawler.stores.redis import RedisStorePool
 from crawler.tracking.bookkeeping import keep_books
 from tests import private_services
+from tests.postgres_server import PostgresProcess
 from tests.site_server import SiteServer
 from tests.support import (
     MemcachedProcess,
@@ -164,6 +165,14 @@ def redis_env(memcached: MemcachedClient) -> Iterator[dict[str, str]]:
     """Environment for workers and seeder on Redis (``REDIS=1``), its database flushed."""
     with clean_broker("redis") as env:
         yield env
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresProcess]:
+    """A PostgreSQL of the tests' own (:mod:`tests.postgres_server`), removed afterwards."""
+    server = PostgresProcess()
+    yield server
+    server.remove()
 
 
 @pytest.fixture

@@ -192,3 +192,16 @@ def test_actor_for_finds_the_current_broker_s_actor_and_falls_back() -> None:
     assert found == [own, example.crawl_sitemap]
     assert own.broker is broker and example.crawl.broker is not broker
     assert actor_for(example.crawl) is example.crawl  # cleared after the message
+
+
+def test_a_program_that_used_the_workers_stores_crawls_here_then_has_them_back(
+    site: SiteServer, memcached: object
+) -> None:
+    from crawler import example
+
+    stores = example.parts.stores
+    with stores.reserve():  # opened from the environment, as seed() or status() open them
+        before = stores.memcache_pool
+    site.pages.update(generate_site(site.base_url, pages=3, links_per_page=1))
+    assert Crawl([site.url(page_path(0))], threads=1).run() == 0
+    assert stores.memcache_pool is before  # the process's own stores, back

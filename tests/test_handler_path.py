@@ -93,3 +93,18 @@ def test_crawler_worker_loads_a_handler_from_the_current_directory(
     assert crawled.returncode == 0, crawled.stderr[-2000:] + output[-2000:]
     assert len(data_of(crawled.stdout)) == 2
     assert "cannot import" not in output
+
+
+def test_an_actor_declared_by_a_handler_s_module_is_on_the_worker_s_broker(
+    redis_env: dict[str, str],
+) -> None:
+    env = environment(**redis_env, CRAWLER_HANDLERS="tests.actor_handler:hand_on")
+    check = (
+        "from crawler import example; from tests import actor_handler;"
+        "print(actor_handler.slow_work.broker is example.broker, type(example.broker).__name__)"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", check], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split() == ["True", "PromptRedisBroker"]

@@ -127,7 +127,7 @@ def test_a_format_1_page_message_is_crawled_as_before(
     ]
 
 
-@pytest.mark.parametrize("version", [3, "2", True, None, 0])
+@pytest.mark.parametrize("version", [4, "2", True, None, 0])
 def test_a_message_of_a_format_this_worker_does_not_read_is_dead_lettered_with_one_line(
     version: Any,
     site: SiteServer,
@@ -146,7 +146,7 @@ def test_a_message_of_a_format_this_worker_does_not_read_is_dead_lettered_with_o
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert said == [
         f"Giving up on URL {url!r}: message format {version!r} is not one this worker reads"
-        " (1 to 2): a newer seeder's? Upgrade the workers, then --replay the crawl."
+        " (1 to 3): a newer seeder's? Upgrade the workers, then --replay the crawl."
     ], said
 
 
@@ -176,8 +176,8 @@ def test_new_messages_carry_the_format_and_a_sitemap_goes_to_its_own_actor(
     # A page and a sitemap of the same URL: two claims, two messages, two actors.
     assert [m.message_id for m in queued] == sent and len(sent) == 2
     assert [(m.actor_name, m.args, m.options["format"]) for m in queued] == [
-        ("crawl", (page,), scope.FORMAT),
-        ("crawl_sitemap", (sitemap,), scope.FORMAT),
+        ("crawl", (page,), scope.PLAIN_FORMAT),
+        ("crawl_sitemap", (sitemap,), scope.PLAIN_FORMAT),
     ]
     assert [claims.claim_name_of(m, page) for m in queued] == [page, claims.SITEMAP_MARK + page]
     assert {m.queue_name for m in queued} == {QUEUE} == {example.crawl_sitemap.queue_name}
@@ -207,8 +207,9 @@ def test_each_actor_checks_its_own_arguments_and_replay_checks_as_workers_do(
         check("crawl", {"sitemap": 9})
     with pytest.raises(InvalidMessage, match="unexpected keyword argument 'sitemap'"):
         check("crawl", {"sitemap": 2}, format=2)
-    with pytest.raises(InvalidMessage, match="message format 3 is not one this worker reads"):
-        check("crawl_sitemap", {"sitemap": 2}, format=3)
+    check("crawl", {"depth": 1, "label": "item", "data": {"a": 1}}, format=3)
+    with pytest.raises(InvalidMessage, match="message format 4 is not one this worker reads"):
+        check("crawl_sitemap", {"sitemap": 2}, format=4)
 
 
 #: A message's attempts: the first try and max_retries=3 retries.
@@ -227,7 +228,7 @@ def test_real_workers_read_both_formats_and_replay_keeps_each_message_as_it_was(
 ) -> None:
     """On RabbitMQ: a format-1 ``crawl`` message naming a sitemap and a ``crawl_sitemap``
     message, both dead-lettered while their sitemaps' server is down (503, every
-    attempt), are replayed once it answers and read; a message of format 3 stays a dead
+    attempt), are replayed once it answers and read; a message of format 4 stays a dead
     letter.  (A missing sitemap, a 404, is an answer: recorded, not dead-lettered.)"""
     env = environment(**rabbitmq_env, **FAST_FAILURES)
     options = {"crawl_id": f"formats-{uuid.uuid4().hex}"}
@@ -247,7 +248,7 @@ def test_real_workers_read_both_formats_and_replay_keeps_each_message_as_it_was(
             {"options": options, "sitemap": 2},
             {"format": 2},
         ),
-        ("crawl", [site.url("/p.html")], {"options": options}, {"format": 3}),
+        ("crawl", [site.url("/p.html")], {"options": options}, {"format": 4}),
     ]
     workers = WorkerProcesses(env, processes=1, threads=4)
     try:
@@ -264,7 +265,7 @@ def test_real_workers_read_both_formats_and_replay_keeps_each_message_as_it_was(
     finally:
         assert workers.stop() == 0
 
-    assert "not sent again: workers refuse it (message format 3 is not one" in replay.stdout
+    assert "not sent again: workers refuse it (message format 4 is not one" in replay.stdout
     assert "2 dead-lettered URL(s)" in replay.stdout, replay.stdout + replay.stderr
     assert dead_letters(env) == 1
     counts = site.fetch_counts()

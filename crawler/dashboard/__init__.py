@@ -147,14 +147,16 @@ class Background:
         self._thread.join(timeout=5)
 
 
-def until_stopped() -> None:
+def until_stopped(ready: Callable[[], None] = lambda: None) -> None:
     """Wait for Ctrl-C or SIGTERM (``--local --dashboard``, once the crawl ended: the page
     stays until the command is stopped); the signals' handlers then as they were.  From
-    the main thread only, the one Python hands signals to."""
+    the main thread only, the one Python hands signals to.  ``ready`` is called once the
+    signals are taken (what it says may be answered by one at once)."""
     stopped = threading.Event()
     kinds = (signal.SIGINT, signal.SIGTERM)
     before = {kind: signal.signal(kind, lambda *_: stopped.set()) for kind in kinds}
     try:
+        ready()
         while not stopped.wait(0.5):
             pass
     finally:

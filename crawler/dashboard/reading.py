@@ -24,6 +24,7 @@ from dramatiq.brokers.stub import StubBroker
 from crawler.brokers import BROKER_ERRORS, QUEUE
 from crawler.environment import uses_redis
 from crawler.frontier import counters, politeness
+from crawler.items import counting as item_counts
 from crawler.outcomes import (
     ANSWERED,
     CANCELLED,
@@ -154,6 +155,7 @@ class Reader:
             about = figures.about(client, crawl_id) or {"crawl_id": crawl_id}
             hosts = figures.read(client, crawl_id)
             failed = figures.failures(client, crawl_id)
+            items = item_counts.read(client, crawl_id)
             slots = _slots(client, crawl_id, about, hosts)
         now = time.time()
         pages = fetched(counted)
@@ -179,6 +181,7 @@ class Reader:
             "discovered": counted[counters.DISCOVERED],
             "outstanding": counted[counters.OUTSTANDING],
             "pages": pages,
+            "items": items,
             "errors": errors,
             "retried": counted[RETRYING],
             "elapsed_s": elapsed,

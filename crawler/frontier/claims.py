@@ -25,7 +25,7 @@ import base64
 import hashlib
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -430,11 +430,13 @@ class Links:
         client: StoreClient,
         urls: Iterable[str],
         kwargs: dict[str, Any],
+        own: Mapping[str, Mapping[str, Any]] | None = None,
         *,
         priority: int | None,
         sitemaps: bool = False,
     ) -> list[str]:
-        """Send ``actor(url, **kwargs)`` for each URL nobody claimed yet: their ids."""
+        """Send ``actor(url, **kwargs)`` for each URL nobody claimed yet (with the
+        arguments ``own`` holds for that URL besides): their ids."""
         return send_claimed(
             client,
             self.actor,
@@ -446,6 +448,7 @@ class Links:
             first_delivery=self.first_delivery,
             priority=priority,
             sitemaps=sitemaps,
+            own=own,
         )
 
 
@@ -466,10 +469,15 @@ def send_claimed(
     first_delivery: bool = True,
     priority: int | None = None,
     sitemaps: bool = False,
+    own: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """Send ``actor(url, **kwargs)`` for each URL nobody has claimed yet (with the
-    broker ``priority``, when given; claimed as sitemaps with ``sitemaps``); return
-    the ids of the messages sent.
+    broker ``priority``, when given; claimed as sitemaps with ``sitemaps``; with the
+    arguments of its own ``own`` holds for a URL, a handler's label and data, besides
+    ``kwargs``); return the ids of the messages sent.
+
+    The first claim of a URL wins, whatever its message carries: a URL claimed before
+    (plainly, or with other arguments of its own) is not sent again for these.
 
     Most links of a page are claimed already, so one ``get_multi`` finds those and
     only the rest are looked up in the crawl's journal, then added (one ``add_multi``)
@@ -485,7 +493,7 @@ def send_claimed(
     to_send = _claim_new(client, links, children, crawl_id, lifetimes)
     if not first_delivery:
         to_send |= _claimed_before(client, links, children, crawl_id, lifetimes)
-    messages = _messages(actor, names, keys, children, to_send, kwargs, priority)
+    messages = _messages(actor, names, keys, children, to_send, kwargs, priority, own or {})
     enqueue_all(actor.broker, messages)
     return [message.message_id for message in messages]
 
@@ -615,14 +623,16 @@ def _messages(
     to_send: set[str],
     kwargs: dict[str, Any],
     priority: int | None,
+    own: Mapping[str, Mapping[str, Any]],
 ) -> list[dramatiq.Message[Any]]:
     """A message for each link of ``to_send``, in the page's order: of ``actor``, or of
-    its sitemaps' actor for the sitemaps' claims (:func:`claim_name`)."""
+    its sitemaps' actor for the sitemaps' claims (:func:`claim_name`); with the
+    arguments ``own`` holds for its URL besides ``kwargs``."""
     return [
         message_of(
             actor,
             names[name],
-            kwargs,
+            {**kwargs, **own[names[name]]} if names[name] in own else kwargs,
             priority,
             sitemap=name.startswith(SITEMAP_MARK),
             message_id=children[key],

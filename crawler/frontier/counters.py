@@ -10,13 +10,14 @@ for every URL found and every message ended.
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from crawler.environment import Lifetimes
 from crawler.frontier.digests import short_id
 from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, PAUSED, RETRYING
-from crawler.stores.client import StoreClient
+from crawler.stores.client import CountsOnce, StoreClient
 
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
 #: 1 once ``--cancel`` asked for the crawl to end.
@@ -106,8 +107,19 @@ def discovered(client: StoreClient, crawl_id: str, new_urls: int, ttl: int) -> N
     start(client, crawl_id, new_urls, ttl)
 
 
-def _ended_key(message_id: str) -> str:
+def _ended_key(crawl_id: str, message_id: str) -> str:
+    """A message's ``ended`` mark: under the crawl's hash tag, so that a Redis Cluster
+    can set it in the very script that counts the ending (:func:`ended`)."""
+    return crawl_key(crawl_id, f"e:{short_id(message_id)}")
+
+
+def _former_ended_key(message_id: str) -> str:
+    """The mark's name before it carried the crawl's tag (a failure's lives a grace)."""
     return f"e:{short_id(message_id)}"
+
+
+#: Seconds the mark of one count (:func:`ended`) outlives the bookkeeping's patience.
+COUNT_MARK_MARGIN = 60
 
 
 #: Runs one store operation of :func:`ended` (bookkeeping's tries it again when it fails).
@@ -127,6 +139,7 @@ def ended(
     first: bool | None = None,
     step: Step = _at_once,
     also: Mapping[str, int] | None = None,
+    patience: float = 0.0,
 ) -> dict[str, int]:
     """Count a message's outcome; a final one once per message, even if redelivered.
 
@@ -134,18 +147,37 @@ def ended(
     :func:`crawler.frontier.claims.finish`): most endings are known from it; the rest
     (failures, cancellations, duplicates, a claim gone) leave an ``ended`` mark of
     their own for ``CRAWLER_CLAIM_TTL`` (a failure's for the grace, as long as its dead
-    letter may be replayed).  ``step`` runs each store operation (the mark, then the
-    count), so that one tried again never redoes the other.  The counters ``also``
+    letter may be replayed).  ``step`` runs each store operation, and may run one again
+    when the store failed (for up to ``patience`` seconds).  The counters ``also``
     names (the host's figures) are added in the same round trip; the counters' new
     values are returned (none for an ending counted before).
+
+    A store whose client :class:`~crawler.stores.client.CountsOnce` (Redis) sets the
+    mark and adds to the counters in one atomic step, the mark being the message's
+    ``ended`` mark or, for an ending known otherwise (from its claim, or an attempt's,
+    counted each time), a mark of this count alone, kept for ``patience`` and a minute:
+    a try whose reply was lost, the store having done it, then counts nothing more when
+    tried again.  Elsewhere (Memcached, this process's
+    memory) the mark, then the count, each tried again on its own.
     """
-    if outcome not in NOT_FINAL:
-        if first is None:
-            time = lifetimes.grace if outcome == FAILED else lifetimes.claim
-            first = bool(step(lambda: client.add(_ended_key(message_id), 1, time=time)))
-        if not first:
-            return {}
+    final = outcome not in NOT_FINAL
+    if final and first is False:
+        return {}
     amounts = {crawl_key(crawl_id, outcome): 1, **(also or {})}
+    mark_time = lifetimes.grace if outcome == FAILED else lifetimes.claim
+    if isinstance(client, CountsOnce):
+        if final and first is None:
+            mark = _ended_key(crawl_id, message_id)
+        else:  # known otherwise: this count's own mark, kept while it may be tried again
+            mark = crawl_key(crawl_id, f"c:{uuid.uuid4().hex}")
+            mark_time = int(patience) + COUNT_MARK_MARGIN
+        counts_once = client
+        values = step(lambda: counts_once.count_once(mark, mark_time, amounts, lifetimes.grace))
+        return {} if values is None else dict(values)
+    if final and first is None:
+        key = _ended_key(crawl_id, message_id)
+        if not step(lambda: client.add(key, 1, time=mark_time)):
+            return {}
     return dict(step(lambda: add_all(client, amounts, lifetimes.grace)))
 
 
@@ -169,7 +201,8 @@ def started(
 
 def reopened(client: StoreClient, crawl_id: str, message_id: str) -> None:
     """Undo the final outcome of a message that failed and is sent again (``--replay``)."""
-    if client.delete(_ended_key(message_id)):
+    marks = (_ended_key(crawl_id, message_id), _former_ended_key(message_id))
+    if client.delete(marks[0]) or client.delete(marks[1]):
         with contextlib.suppress(KeyError):
             client.decr(crawl_key(crawl_id, FAILED), 1)
 

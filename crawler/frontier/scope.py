@@ -17,6 +17,7 @@ from dramatiq.message import generate_unique_id
 from crawler import metrics
 from crawler.brokers.rabbitmq import MAX_PRIORITY
 from crawler.errors import shown
+from crawler.handlers import Request
 from crawler.links.canonical import canonical_url
 from crawler.links.sites import site_of
 from crawler.options import CrawlOptions
@@ -62,6 +63,36 @@ def links_to_follow(
     return list(links), [Dropped(link, reason) for link, reason in dropped.items()]
 
 
+def page_links_to_follow(
+    anchors: list[str], requests: list[Request], options: CrawlOptions, depth: int
+) -> tuple[list[str], dict[str, dict[str, Any]], list[Dropped]]:
+    """:func:`links_to_follow` of a page's ``anchors`` and its handler's ``requests``;
+    besides, the arguments of their own that the followed URLs a request labelled
+    carry in their messages (``label``, ``data``), by URL.
+
+    A page's anchors carry none.  A URL both an anchor and a request name goes with the
+    request's label and data (its first request's, when several name it): the handler
+    asked for it so.  Which message crawls a URL is still the crawl's first claim of it
+    (:mod:`crawler.frontier.claims`): a URL claimed before, plainly or with other data,
+    is not fetched again for its request's sake.
+    """
+    found = [*anchors, *(request.url for request in requests)]
+    follow, dropped = links_to_follow(found, options, depth)
+    followed = set(follow)
+    own: dict[str, dict[str, Any]] = {}
+    for request in requests:
+        if request.label is None and request.data is None:
+            continue
+        try:
+            link = canonical_url(request.url)
+        except ValueError:  # dropped above, with its reason
+            continue
+        if link in followed and link not in own:
+            carried = {"label": request.label, "data": request.data}
+            own[link] = {name: value for name, value in carried.items() if value is not None}
+    return follow, own, dropped
+
+
 #: How deep sitemaps nest at most: robots.txt (1), the sitemap index it names (2), its
 #: sitemaps (3), and one more for a nested index (which the protocol forbids).
 MAX_SITEMAP_LEVEL = 4
@@ -69,10 +100,18 @@ MAX_SITEMAP_LEVEL = 4
 KINDS = ("pages", "sitemaps")
 #: The actor of a crawl's sitemap messages (``--sitemaps``), on the ``crawl`` actor's queue.
 SITEMAP_ACTOR = "crawl_sitemap"
-#: The format of the messages this crawler sends, in their ``format`` option.  A message
-#: without one is of format 1 (upstream's, and this crawler's before sitemaps had an actor
-#: of their own, when a ``crawl`` message carried ``sitemap`` and ``listed``).
-FORMAT = 2
+#: The newest format of the messages this crawler sends and reads, in their ``format``
+#: option: a ``crawl`` message carrying a handler's ``label`` or ``data``
+#: (:class:`crawler.handlers.Request`).  A message without one is of format 1 (upstream's,
+#: and this crawler's before sitemaps had an actor of their own, when a ``crawl`` message
+#: carried ``sitemap`` and ``listed``).
+FORMAT = 3
+#: The format of every other message: a worker of the release before (which reads 1
+#: and 2) still takes them during an upgrade, and refuses only the messages of format
+#: 3, in one line, as invalid (``--replay`` sends them again once it is upgraded).
+PLAIN_FORMAT = 2
+#: The ``crawl`` arguments a :class:`crawler.handlers.Request` adds to its URL's message.
+REQUEST_ARGUMENTS = ("label", "data")
 
 
 def sitemap_links_to_follow(
@@ -162,11 +201,14 @@ def message_of(
     sitemap: bool = False,
     message_id: str | None = None,
 ) -> dramatiq.Message[Any]:
-    """A crawl's message for ``url``, in this release's :data:`FORMAT`: for the ``crawl``
-    actor, or with ``sitemap`` for its sitemaps' actor (:data:`SITEMAP_ACTOR`, on the same
-    queue); with the broker ``priority`` when given, and ``message_id`` when given; the
-    crawl's ``--retries`` as its ``max_retries``."""
-    options: dict[str, Any] = {"format": FORMAT}
+    """A crawl's message for ``url``: for the ``crawl`` actor, or with ``sitemap`` for its
+    sitemaps' actor (:data:`SITEMAP_ACTOR`, on the same queue); with the broker
+    ``priority`` when given, and ``message_id`` when given; the crawl's ``--retries`` as
+    its ``max_retries``.  Of :data:`FORMAT` when it carries a request's label or data
+    (:data:`REQUEST_ARGUMENTS`), else of :data:`PLAIN_FORMAT`, which workers of the
+    release before read too."""
+    labelled = any(name in kwargs for name in REQUEST_ARGUMENTS)
+    options: dict[str, Any] = {"format": FORMAT if labelled else PLAIN_FORMAT}
     if priority is not None:
         options["broker_priority"] = priority
     retries = (kwargs.get("options") or {}).get("retries")

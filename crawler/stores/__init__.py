@@ -52,6 +52,9 @@ class Stores:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._opened: tuple[StorePool, RateLimiterBackend, WarcFiles] | None = None
+        #: The stores opened from the environment while a --local crawl of the API's
+        #: keeps its own in memory (a program that seeded workers, then crawls here).
+        self._set_aside: tuple[StorePool, RateLimiterBackend, WarcFiles] | None = None
         # Read now: a variable that cannot be read stops a worker as it starts, naming it.
         self._dedup_url = dedup_url()
         self._warc = (warc_max_bytes(), warc_directory())
@@ -69,19 +72,20 @@ class Stores:
 
         with self._lock:
             if self._opened is not None and not isinstance(self._opened[0], MemoryPool):
-                raise RuntimeError("the stores are in use already: keep them in memory first")
+                self._set_aside = self._opened  # the process's own, back after the crawl
             files = WarcFiles(self._warc[0], root=warc_root or self._warc[1])
             backend = StubBackend()
             self._opened = (MemoryPool(client), backend, files)
 
     def leave_memory(self) -> None:
         """Forget the stores of a ``--local`` crawl that ended (one run from Python
-        code): the next use opens them as configured, or in memory anew."""
+        code): the process's own come back, or the next use opens them as configured,
+        or in memory anew."""
         from crawler.stores.memory import MemoryPool
 
         with self._lock:
             if self._opened is not None and isinstance(self._opened[0], MemoryPool):
-                self._opened = None
+                self._opened, self._set_aside = self._set_aside, None
 
     def _stores(self) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
         opened = self._opened  # set once, then only read: no lock on a page's path

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 
 class StoreClient(Protocol):
@@ -191,6 +191,32 @@ class StoreClient(Protocol):
         memory, which evicts nothing)."""
 
 
+@runtime_checkable
+class CountsOnce(Protocol):
+    """A store's client that can count a message's ending once and for all in one atomic
+    step (Redis, in a Lua script); :func:`crawler.frontier.counters.ended` uses it when
+    the client has it, and a mark then the count elsewhere."""
+
+    def count_once(
+        self, mark: str, time: float, increments: Mapping[str, int], ttl: float
+    ) -> dict[str, int] | None:
+        """Add ``mark`` and, only if it was not there, :meth:`StoreClient.incr` each
+        counter of ``increments``, making those not there (to live ``ttl`` seconds): all
+        of it, or nothing, so that a call the store did but whose reply was lost counts
+        nothing more when made again.
+
+        Parameters:
+          mark(str): The key that says this ending was counted.
+          time(float): Seconds the mark lives.
+          increments(Mapping[str, int]): The counters and the amounts to add to them.
+          ttl(float): Seconds a counter made now lives.
+
+        Returns:
+          dict[str, int] | None: Each counter's new value; None when the mark was there
+          (counted before: nothing added).
+        """
+
+
 if TYPE_CHECKING:  # each store's client meets the protocol: mypy checks these
     from crawler.stores.memcached import MemcachedClient
     from crawler.stores.memory import MemoryClient
@@ -199,5 +225,6 @@ if TYPE_CHECKING:  # each store's client meets the protocol: mypy checks these
 
     _memcached: type[StoreClient] = MemcachedClient
     _redis: type[StoreClient] = RedisStoreClient
+    _redis_counts_once: type[CountsOnce] = RedisStoreClient
     _memory: type[StoreClient] = MemoryClient
     _saved: type[StoreClient] = SavedClient

@@ -41,6 +41,19 @@ if tonumber(ARGV[3]) > 0 then redis.call('set', KEYS[1], ARGV[2], 'EX', ARGV[3])
 else redis.call('set', KEYS[1], ARGV[2]) end
 return 1
 """
+# KEYS[1]: the mark, ARGV[1] its seconds; KEYS[2..]: the counters, ARGV[2..] their
+# amounts; the last ARGV: the seconds of a counter made now.  Nothing when the mark was
+# there (counted before); else each counter's new value.
+_COUNT_ONCE = """
+if not redis.call('set', KEYS[1], 1, 'NX', 'EX', ARGV[1]) then return false end
+local values, ttl = {}, ARGV[#ARGV]
+for i = 2, #KEYS do
+  local made = redis.call('exists', KEYS[i]) == 0
+  values[i - 1] = redis.call('incrby', KEYS[i], ARGV[i])
+  if made then redis.call('expire', KEYS[i], ttl) end
+end
+return values
+"""
 
 
 class RedisStoreClient:
@@ -54,6 +67,7 @@ class RedisStoreClient:
         self._incr = client.register_script(_INCR)
         self._append = client.register_script(_APPEND)
         self._cas = client.register_script(_CAS)
+        self._count_once = client.register_script(_COUNT_ONCE)
 
     def together(self) -> AbstractContextManager[None]:
         """Each command is written as it comes (only ``--state``'s store groups them)."""
@@ -136,6 +150,21 @@ class RedisStoreClient:
         appended = answers[len(increments) :]
         no_items = [key for key, done in zip(appends, appended, strict=True) if not done]
         return values, no_items
+
+    def count_once(
+        self, mark: str, time: float, increments: Mapping[str, int], ttl: float
+    ) -> dict[str, int] | None:
+        """Add ``mark`` and, only if it was not there, add to each counter (one made now
+        lives ``ttl`` seconds), in one Lua script: Redis runs it whole or not at all, so
+        a call whose reply was lost (the connection dropped after Redis ran it) and is
+        made again finds its mark and counts nothing more.  Each counter's new value;
+        None when the mark was there.  On a cluster every key shares one hash tag."""
+        keys = [mark, *increments]
+        args = [_seconds(time) or 1, *(int(delta) for delta in increments.values())]
+        values = self._count_once(keys=keys, args=[*args, _seconds(ttl) or 1])
+        if values is None:
+            return None
+        return {key: int(value) for key, value in zip(increments, values, strict=True)}
 
     def touch(self, key: str, time: float) -> bool:
         return bool(self.redis.expire(key, _seconds(time) or 1))

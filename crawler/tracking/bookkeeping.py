@@ -28,6 +28,7 @@ from crawler import metrics
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, counters
 from crawler.frontier.keep_alive import KeepAlive
+from crawler.items import counting as item_counts
 from crawler.middleware import Recorder, install
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
@@ -60,10 +61,7 @@ def patiently(deadline: float) -> Callable[[Callable[[], T]], T]:
         while True:
             try:
                 return step()
-            except STORE_ERRORS as _e:  # TEMP-DEBUG
-                import os as _os  # TEMP-DEBUG
-                with open("/tmp/crawler-retry.log", "a") as _f:  # TEMP-DEBUG
-                    _f.write(f"{_os.getpid()} retry step {step.__code__.co_filename}:{step.__code__.co_firstlineno} {type(_e).__name__}: {_e}\n")  # TEMP-DEBUG
+            except STORE_ERRORS:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise
@@ -202,7 +200,17 @@ class Books:
         refused = bool(record.get("invalid_message"))
         ending = claims.UNKNOWN
         if outcome in OWN_ENDINGS:
-            ending = step(lambda: claims.finish(client, url, message_id, crawl_id, lifetimes))
+            tries: list[None] = []
+
+            def finish() -> str:
+                tries.append(None)
+                return claims.finish(client, url, message_id, crawl_id, lifetimes)
+
+            ending = step(finish)
+            if ending == claims.REPEAT and len(tries) > 1:
+                # A try that failed may have marked the URL done, its reply lost: whether
+                # this ending is the first is then asked of the message's ended mark.
+                ending = claims.UNKNOWN
         elif outcome == FAILED and not refused:
             step(lambda: claims.give_up(client, url, message_id, crawl_id, lifetimes))
         elif outcome == DUPLICATE and crawl_id is not None:
@@ -210,8 +218,9 @@ class Books:
         if crawl_id is not None:
             first = None if ending == claims.UNKNOWN else ending == claims.FIRST
             added = figures.increments(crawl_id, record, outcome)  # its host's
+            added |= item_counts.counted(crawl_id, record)  # its items (crawler status)
             values = counters.ended(
-                client, crawl_id, message_id, outcome, lifetimes, first, step, added
+                client, crawl_id, message_id, outcome, lifetimes, first, step, added, self.patience
             )
             if values:
                 self.note_figures(client, crawl_id, record, added, values)

@@ -42,6 +42,8 @@ class Progress:
         self.answers: Counter[int] = Counter()
         #: Services the progress waits for, down or restarting: "RabbitMQ", "Memcached".
         self.waiting_for: set[str] = set()
+        #: Items the crawl's handler yielded, in the records counted (``--items``).
+        self.items = 0
         #: Items Memcached evicted since the crawl began, when it says so.
         self.evicted = 0
         #: True while the crawl is paused (``crawler pause``).
@@ -59,6 +61,7 @@ class Progress:
             for outcome in (*ENDINGS, RETRYING):
                 self.counts[outcome] += figures.get(outcome, 0)
             self.discovered += figures.get("discovered", 0)
+            self.items += figures.get("items", 0)
             self._fetched_before = fetched(self.counts)
 
     def discover(self) -> None:
@@ -68,6 +71,7 @@ class Progress:
     def record(self, record: Record) -> None:
         with self._lock:
             self.counts[record.get("outcome", CRAWLED)] += 1
+            self.items += len(record.get("items") or ())
             if record.get("outcome") == FAILED:
                 self.failures.append(record)
             elif record.get("outcome") == ANSWERED:
@@ -126,7 +130,7 @@ class Progress:
             elapsed = time.monotonic() - self.started
             rate = (fetched(self.counts) - self._fetched_before) / max(elapsed, 1e-9)
             verb = "Interrupted" if interrupted else "Finished"
-            said = summary(self.counts, rate=rate, answers=self.answers)
+            said = summary(self.counts, rate=rate, answers=self.answers, items=self.items)
             lines = [f"{verb} after {elapsed:.1f}s: {said}."]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
             if self.evicted:

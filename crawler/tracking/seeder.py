@@ -18,6 +18,8 @@ from crawler.brokers.returning import BROKER_ERRORS
 from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
+from crawler.items import counting as item_counts
+from crawler.items.sinks import ItemSink, ItemSinkError
 from crawler.options import CrawlOptions
 from crawler.outcomes import (
     CANCELLED,
@@ -83,12 +85,13 @@ def seed(
     wait: bool,
     output: RecordFile | None,
     adding: bool = False,
+    items: ItemSink | None = None,
 ) -> int:
     """Count and send the seeds as ``actor`` messages; with ``wait``, follow the crawl
     to its end.  ``pool`` is the dedup store's, where the crawl's counters live
     (``lifetimes`` long); ``adding``: the crawl exists already (``--crawl-id``), 2 when
     it is unknown.  The messages are sent as they are made; only their ids are kept,
-    with ``wait``, to follow them."""
+    with ``wait``, to follow them, and each page's items written to ``items``."""
     crawl_id = options.crawl_id
     assert crawl_id is not None
     if adding and _figures(pool, crawl_id, required=False) is None:
@@ -108,6 +111,8 @@ def seed(
     except BaseException:
         if reader is not None:
             reader.close()
+        if items is not None:
+            items.close()
         raise
     more = " more" if adding else ""
     print(f"crawl {crawl_id} seeded with {len(messages)}{more} URL(s)", flush=True)
@@ -115,7 +120,18 @@ def seed(
         return 0
     alarm = PublishersBlocked(actor.broker)
     try:
-        return follow(pool, crawl_id, seeds, reader, output, KeepAlive(lifetimes.grace), alarm)
+        keep_alive = KeepAlive(lifetimes.grace)
+        return follow(
+            pool,
+            crawl_id,
+            seeds,
+            reader,
+            output,
+            keep_alive,
+            alarm,
+            items=items,
+            lifetimes=lifetimes,
+        )
     finally:
         alarm.close()
 
@@ -200,13 +216,18 @@ POLLED, BROKER_DOWN = "polled", "broker-down"
 
 
 def arrivals(
-    reader: record_queue.Reader, ledger: Ledger, output: RecordFile | None = None
+    reader: record_queue.Reader,
+    ledger: Ledger,
+    output: RecordFile | None = None,
+    items: ItemSink | None = None,
 ) -> Iterator[Record | str]:
     """Each final record of the crawl once, as it arrives, until the ledger has nothing
     pending: a record sent again by a worker that died before it acknowledged comes
     once; each record's ``sent`` ids are expected in turn; a page's record is written
-    to ``output`` the first time its URL is.  Between polls :data:`POLLED`, and
-    :data:`BROKER_DOWN` when the broker does not answer (the caller waits it out)."""
+    to ``output`` the first time its URL is, its items to ``items`` before that.
+    Between polls :data:`POLLED`, and :data:`BROKER_DOWN` when the broker does not
+    answer (the caller waits it out).  A sink that fails raises its
+    :class:`ItemSinkError` into the read: the records in hand are not acknowledged."""
     while ledger.pending:
         try:
             with closing(reader.read(timeout=POLL)) as arriving:
@@ -215,6 +236,11 @@ def arrivals(
                         continue  # sent again by a worker that died before it acknowledged
                     ledger.expect(record.pop("sent", ()))
                     written = record["outcome"] in WRITTEN and ledger.first_write(record["url"])
+                    if written and items is not None and record.get("items"):
+                        try:
+                            items.write(record["url"], record["items"])
+                        except ItemSinkError as e:  # raised where it was read: no ack
+                            arriving.throw(e)
                     if written and output is not None:
                         output.write(record)
                     yield record
@@ -236,6 +262,9 @@ def follow(
     output: RecordFile | None,
     keep_alive: KeepAlive,
     publishers_blocked: Callable[[], bool] = lambda: False,
+    *,
+    items: ItemSink | None = None,
+    lifetimes: Lifetimes | None = None,
 ) -> int:
     """Show progress until nothing of the crawl is queued, in flight or waiting for a retry;
     close ``reader`` on the way out.
@@ -246,7 +275,9 @@ def follow(
     :class:`Ledger` on disk, so that a crawl of any size waits in bounded memory).
     Outages of the broker or Memcached are waited out (the progress line says so);
     Ctrl-C stops the waiting, not the crawl.  Meanwhile ``keep_alive`` refreshes the
-    crawl's journal and counters, as workers do.
+    crawl's journal and counters, as workers do.  Each page's items go to ``items``
+    (closed on the way out); one that cannot be written stops the crawl: it is paused
+    (``lifetimes``' grace long), one line says so, and the exit status is 1.
     """
     progress = Progress()
     broker_name = "Redis" if uses_redis() else "RabbitMQ"
@@ -256,9 +287,10 @@ def follow(
     seed_ids = set(seeds)
     seen_before: set[str] = set()  # seeds the crawl had crawled already (--crawl-id)
     interrupted = False
+    sink_error: ItemSinkError | None = None
     next_eviction_check = 0.0
     try:
-        for arrived in arrivals(reader, ledger, output):
+        for arrived in arrivals(reader, ledger, output, items):
             if arrived == BROKER_DOWN:
                 progress.waiting_for.add(broker_name)
                 progress.show()
@@ -273,19 +305,66 @@ def follow(
             next_eviction_check = _read_figures(
                 progress, pool, crawl_id, ledger, keep_alive, store_name, next_eviction_check
             )
-            if publishers_blocked():
-                progress.waiting_for.add(BLOCKED)
-            else:
-                progress.waiting_for.discard(BLOCKED)
+            _note_blocked(progress, publishers_blocked())
             progress.show()
     except KeyboardInterrupt:
         interrupted = True
+    except ItemSinkError as e:
+        sink_error = e
     finally:
-        reader.close()  # on any exit: workers then stop publishing records
-        ledger.close()
-        if output is not None:
-            output.close()
+        _close(reader, ledger, output, items)
+    if sink_error is not None:
+        return _sink_failed(progress, pool, crawl_id, sink_error, lifetimes)
     return _say_the_end(progress, crawl_id, seen_before, interrupted=interrupted)
+
+
+def _note_blocked(progress: Progress, blocked: bool) -> None:
+    """Whether RabbitMQ blocks publishers, on the progress line."""
+    if blocked:
+        progress.waiting_for.add(BLOCKED)
+    else:
+        progress.waiting_for.discard(BLOCKED)
+
+
+def _close(
+    reader: record_queue.Reader,
+    ledger: Ledger,
+    output: RecordFile | None,
+    items: ItemSink | None,
+) -> None:
+    """What following a crawl opened, closed on any exit: workers then stop publishing
+    records."""
+    reader.close()
+    ledger.close()
+    if output is not None:
+        output.close()
+    if items is not None:
+        with suppress(ItemSinkError):  # a failed one said why already
+            items.close()
+
+
+def _sink_failed(
+    progress: Progress,
+    pool: StorePool,
+    crawl_id: str,
+    error: ItemSinkError,
+    lifetimes: Lifetimes | None,
+) -> int:
+    """``--items``' sink failed: the crawl paused, so that no more of its items go
+    unwritten; the summary so far and one line saying so; exit status 1."""
+    paused = f"crawl {crawl_id} paused ('crawler resume {crawl_id}' or 'crawler cancel {crawl_id}')"
+    try:
+        with pool.reserve() as client:
+            counters.pause(client, crawl_id, (lifetimes or Lifetimes()).grace)
+    except STORE_ERRORS:
+        paused = f"crawl {crawl_id} goes on unfollowed (the dedup store did not answer to pause it)"
+    print(progress.summary(interrupted=True), flush=True)
+    print(
+        f"crawler: {error}; the items of the pages that end from now on are not written: {paused}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 1
 
 
 def _read_figures(
@@ -337,8 +416,11 @@ def status(pool: StorePool, crawl_id: str) -> int:
     figures = _figures(pool, crawl_id, required=False)
     if figures is None:
         return _unknown(crawl_id)
+    with pool.reserve() as client:
+        items = item_counts.read(client, crawl_id)
     print(
-        f"crawl {crawl_id}: {counters.state(figures)}: {summary(figures, every_part=True)}; "
+        f"crawl {crawl_id}: {counters.state(figures)}: "
+        f"{summary(figures, every_part=True, items=items)}; "
         f"{figures[counters.DISCOVERED]} discovered, "
         f"{figures[counters.OUTSTANDING]} outstanding, "
         f"{figures[RETRYING]} failed attempts retried, {figures[DEFERRED]} rate-limit deferrals."

@@ -1,0 +1,266 @@
+"""Where a crawl's items go (``--items``): a JSON lines file, a CSV file (``FILE.csv``),
+or a PostgreSQL table (``postgresql://user@host:port/db?table=NAME``).
+
+Each item written says where it comes from: the crawl's id, its page's URL, and its
+``index`` (its place among the page's items, from 0).  In a JSON lines file, one line
+an item: ``{"crawl_id": ..., "url": ..., "index": 0, "item": {...}}`` (the item under
+``item``, so no key of the handler's clashes with those).  In a CSV file, the columns
+``_crawl_id``, ``_url``, ``_index``, then the keys of the first item written, in its
+order, then ``_extra``: a JSON object of the keys an item has that the first did not
+(and of an item's key named as one of the underscored columns); a string as it is,
+any other value as JSON, a missing key or null an empty cell.  In PostgreSQL, a row an
+item (:data:`TABLE`), written once per crawl, URL and index: a page whose record
+comes twice (a worker died before its message was acknowledged, and the page was
+fetched again) adds nothing.
+
+A sink that cannot write raises :class:`ItemSinkError`, one line saying why: the crawl
+stops (:mod:`crawler.local_mode`, :mod:`crawler.tracking.seeder`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import threading
+from pathlib import Path
+from typing import IO, Any, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from crawler.records import cut_partial_line
+
+#: The PostgreSQL table's definition (``{table}``: its name, quoted).
+TABLE = """CREATE TABLE IF NOT EXISTS {table} (
+    crawl_id text NOT NULL,
+    url text NOT NULL,
+    "index" integer NOT NULL,
+    item jsonb NOT NULL,
+    fetched_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (crawl_id, url, "index")
+)"""
+#: The table a ``postgresql://`` sink writes to when its URL names none.
+DEFAULT_TABLE = "items"
+#: The CSV sink's columns before and after the first item's keys.
+CSV_FIRST, CSV_EXTRA = ("_crawl_id", "_url", "_index"), "_extra"
+INSTALL = "pip install 'crawler[postgresql]'"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+class ItemSinkError(Exception):
+    """A sink that could not write: one line, naming the sink and why."""
+
+
+class ItemSink(Protocol):
+    """Where items go: :meth:`write` a page's items (from any thread; raises
+    :class:`ItemSinkError`), :meth:`close` once the crawl ended."""
+
+    #: What the sink is, as a message says it (no password).
+    name: str
+
+    def write(self, url: str, items: list[dict[str, Any]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def is_database(address: str) -> bool:
+    return address.startswith(("postgresql://", "postgres://"))
+
+
+def checked_address(value: Any) -> str:
+    """``--items``' value: a file name, or a ``postgresql://`` URL whose ``table`` (if
+    given) is a plain name, ``schema.name`` at most; ValueError saying what is wrong."""
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise ValueError("a file name or a postgresql:// URL")
+    address = str(value)
+    if "://" in address and not is_database(address):
+        raise ValueError("only postgresql:// URLs are sinks (else a file name)")
+    if is_database(address):
+        _table_of(address)
+    return address
+
+
+def _table_of(address: str) -> tuple[str, ...]:
+    parts = dict(parse_qsl(urlsplit(address).query)).get("table", DEFAULT_TABLE).split(".")
+    if len(parts) > 2 or not all(_NAME.fullmatch(part) for part in parts):
+        raise ValueError("table= must be a name (letters, digits, _), or schema.name")
+    return tuple(parts)
+
+
+def shown_address(address: str) -> str:
+    """``address`` without a password, to be said."""
+    if not is_database(address):
+        return address
+    split = urlsplit(address)
+    if split.password is None:
+        return address
+    netloc = split.netloc.rpartition("@")[2]
+    return urlunsplit(split._replace(netloc=f"{split.username}:***@{netloc}"))
+
+
+def open_sink(address: str, crawl_id: str, *, append: bool = False) -> ItemSink:
+    """The sink ``address`` names, open for the crawl ``crawl_id`` (a file added to with
+    ``append``: a crawl carried on); :class:`ItemSinkError` when it cannot be opened."""
+    if is_database(address):
+        return PostgresSink(address, crawl_id)
+    path = Path(address)
+    if path.suffix.lower() == ".csv":
+        return CsvSink(path, crawl_id, append=append)
+    return JsonLinesSink(path, crawl_id, append=append)
+
+
+def _file(path: Path, append: bool) -> tuple[IO[str], bool]:
+    """``path`` opened to write (after its last whole line, with ``append``), and
+    whether it is empty."""
+    try:
+        fresh = not (append and path.exists()) or cut_partial_line(path) == 0
+        return path.open("a" if append else "w", encoding="utf-8", newline=""), fresh
+    except OSError as e:
+        raise ItemSinkError(f"cannot write items to {str(path)!r}: {e.strerror or e}") from e
+
+
+class _FileSink:
+    """A file of items, a whole line (or CSV row) each, written and flushed a page at
+    a time under a lock."""
+
+    def __init__(self, path: Path, crawl_id: str, *, append: bool) -> None:
+        self.path, self.crawl_id, self.name = path, crawl_id, str(path)
+        self._file, self.fresh = _file(path, append)
+        self._lock = threading.Lock()
+
+    def _lines(self, url: str, items: list[dict[str, Any]]) -> str:
+        raise NotImplementedError
+
+    def write(self, url: str, items: list[dict[str, Any]]) -> None:
+        if not items:
+            return
+        with self._lock:
+            try:
+                self._file.write(self._lines(url, items))
+                self._file.flush()
+            except (OSError, ValueError) as e:  # ValueError: closed
+                raise ItemSinkError(
+                    f"cannot write items to {self.name!r}: {getattr(e, 'strerror', None) or e}"
+                ) from e
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._file.close()
+            except OSError as e:
+                raise ItemSinkError(f"cannot write items to {self.name!r}: {e}") from e
+
+
+class JsonLinesSink(_FileSink):
+    """``--items FILE``: a JSON object a line, the item under ``item`` (strict JSON)."""
+
+    def _lines(self, url: str, items: list[dict[str, Any]]) -> str:
+        return "".join(
+            json.dumps(
+                {"crawl_id": self.crawl_id, "url": url, "index": index, "item": item},
+                ensure_ascii=False,
+                allow_nan=False,
+            )
+            + "\n"
+            for index, item in enumerate(items)
+        )
+
+
+class CsvSink(_FileSink):
+    """``--items FILE.csv``: the columns the module says, the first item's keys among
+    them (read back from the header of a file carried on)."""
+
+    def __init__(self, path: Path, crawl_id: str, *, append: bool) -> None:
+        super().__init__(path, crawl_id, append=append)
+        self.keys: list[str] | None = None
+        if not self.fresh:
+            with path.open(encoding="utf-8", newline="") as file:
+                header = next(csv.reader(file), [])
+            self.keys = header[len(CSV_FIRST) : -1]
+
+    def _lines(self, url: str, items: list[dict[str, Any]]) -> str:
+        reserved = {*CSV_FIRST, CSV_EXTRA}
+        row = io.StringIO()
+        writer = csv.writer(row)
+        if self.keys is None:
+            self.keys = [key for key in items[0] if key not in reserved]
+            writer.writerow([*CSV_FIRST, *self.keys, CSV_EXTRA])
+        for index, item in enumerate(items):
+            extra = {key: value for key, value in item.items() if key not in self.keys}
+            cells = [_cell(item.get(key)) for key in self.keys]
+            writer.writerow([self.crawl_id, url, index, *cells, _cell(extra or None)])
+        return row.getvalue()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+class PostgresSink:
+    """``--items postgresql://...?table=NAME``: a row an item in the table (made when
+    missing: :data:`TABLE`), each page's rows in one transaction, ``ON CONFLICT DO
+    NOTHING``: exactly once per crawl, URL and index.  One connection, under a lock."""
+
+    def __init__(self, address: str, crawl_id: str) -> None:
+        try:
+            import psycopg
+            from psycopg import sql
+        except ImportError:
+            raise ItemSinkError(
+                f"--items {shown_address(address)}: psycopg is not installed: {INSTALL}"
+            ) from None
+        self._psycopg, self.crawl_id = psycopg, crawl_id
+        self.name = shown_address(address)
+        split = urlsplit(address)
+        query = [(k, v) for k, v in parse_qsl(split.query) if k != "table"]
+        self._conninfo = urlunsplit(split._replace(query=urlencode(query)))
+        table = sql.Identifier(*_table_of(address))
+        self._insert = sql.SQL(
+            'INSERT INTO {table} (crawl_id, url, "index", item) VALUES (%s, %s, %s, %s)'
+            ' ON CONFLICT (crawl_id, url, "index") DO NOTHING'
+        ).format(table=table)
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        with self._lock:
+            self._connect()
+            self._do(lambda c: c.execute(sql.SQL(TABLE).format(table=table)))
+
+    def _connect(self) -> None:
+        try:
+            self._connection = self._psycopg.connect(
+                self._conninfo, autocommit=True, connect_timeout=10
+            )
+        except self._psycopg.Error as e:
+            raise self._failed(e) from e
+
+    def _failed(self, error: BaseException) -> ItemSinkError:
+        why = " ".join(str(error).split()) or type(error).__name__
+        return ItemSinkError(f"cannot write items to {self.name}: {why}")
+
+    def _do(self, work: Any) -> None:
+        """``work`` on a cursor, in one transaction."""
+        try:
+            with self._connection.transaction(), self._connection.cursor() as cursor:
+                work(cursor)
+        except self._psycopg.Error as e:
+            raise self._failed(e) from e
+
+    def write(self, url: str, items: list[dict[str, Any]]) -> None:
+        if not items:
+            return
+        from psycopg.types.json import Jsonb  # imported when opened: it is there
+
+        rows = [(self.crawl_id, url, index, Jsonb(item)) for index, item in enumerate(items)]
+        with self._lock:
+            if self._connection is None or self._connection.closed:
+                raise ItemSinkError(f"cannot write items to {self.name}: its connection is closed")
+            self._do(lambda cursor: cursor.executemany(self._insert, rows))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
