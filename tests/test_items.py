@@ -162,6 +162,74 @@ def test_postgresql_going_down_mid_crawl_stops_it_in_one_line(
     assert len(site.requests) < 40  # stopped, not crawled to the end
 
 
+def test_postgresql_going_down_under_a_waiting_seeder_loses_no_item(
+    site: SiteServer, tmp_path: Path, rabbitmq_env: dict[str, str]
+) -> None:
+    """The sink fails with records in hand and pages in flight: the crawl is paused, and
+    every item of every page fetched is in the table or in the file the line names."""
+    env = environment(**rabbitmq_env, CRAWLER_HANDLERS=HANDLER)
+    pages, hold_from = 30, 6
+    site.pages[page_path(0)] = html(*(site.url(page_path(i)) for i in range(1, pages)))
+    site.pages.update({page_path(i): html() for i in range(1, pages)})
+    site.delay, site.hold_from = 0.05, hold_from
+    records = tmp_path / "records.jsonl"
+    server = PostgresProcess()
+    workers = WorkerProcesses(env, processes=1, threads=2)
+    process = None
+    try:
+        process = subprocess.Popen(
+            [CRAWLER, "crawl", site.url(page_path(0)), "--handler", HANDLER, "--wait",
+             "--items", f"{server.url}?table=unsent", "-o", str(records)],
+            cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        site.wait_for_requests(hold_from + 1)  # both threads wait on the site
+        answered = {r.path for r in site.requests[: hold_from - 1] if r.path.startswith("/page/")}
+        deadline = time.monotonic() + 30
+        while len(rows(server, "unsent")) < PER_PAGE * len(answered):
+            assert time.monotonic() < deadline, "the answered pages' items never reached the table"
+            time.sleep(0.1)
+        server.stop()
+        site.release()  # the held pages end: their records find the sink gone
+        stdout, stderr = process.communicate(timeout=90)
+        server.start()
+        in_table = {(row[1], row[3]["n"]) for row in rows(server, "unsent")}
+    finally:
+        site.release()
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.communicate()
+        stopped = workers.stop()
+        server.remove()
+    assert stopped == 0 and process is not None
+    assert process.returncode == 1, stderr[-2000:]
+    assert "Traceback" not in stderr
+    crawl_id = crawl_id_of(stdout)
+    unsent = tmp_path / f"items-{crawl_id}-unsent.jsonl"
+    said = [line for line in stderr.splitlines() if "cannot write items" in line]
+    assert len(said) == 1, stderr
+    assert said[0].startswith(f"crawler: cannot write items to {server.url}?table=unsent: ")
+    assert repr(str(unsent)) in said[0]
+    assert f"'crawler resume {crawl_id}'" in said[0]
+    lines = [json.loads(line) for line in unsent.read_text().splitlines()]
+    assert f"the {len(lines)} item(s) not written are in" in said[0]
+    assert {line["crawl_id"] for line in lines} == {crawl_id}
+    assert {line["index"] == line["item"]["n"] for line in lines} == {True}
+    in_file = {(line["url"], line["item"]["n"]) for line in lines}
+    held = {
+        site.url(r.path)
+        for r in site.requests[hold_from - 1 : hold_from + 1]
+        if r.path.startswith("/page/")
+    }
+    assert {(url, n) for url in held for n in range(PER_PAGE)} <= in_file
+    # None missing: every page fetched has its record, and its items in one place or the other.
+    fetched = {site.url(path) for path in site.fetch_counts() if path.startswith("/page/")}
+    crawled = {record["url"] for record in read_records(records) if record["outcome"] == "crawled"}
+    assert crawled == fetched
+    assert {(url, n) for url in fetched for n in range(PER_PAGE)} <= in_table | in_file
+    assert len(fetched) < pages  # paused, not crawled to the end
+
+
 def test_a_missing_psycopg_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(ItemSinkError, match=re.escape(INSTALL)) as raised:

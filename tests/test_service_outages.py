@@ -112,9 +112,12 @@ def crawl_through_an_outage(
     after: int = 60,
 ) -> CrawlThroughAnOutage:
     """Crawl ``PAGES`` pages with 2 x 4 workers and ``--wait``; once ``after`` pages are
-    done, run ``outage`` (take a service away and bring it back)."""
+    done, run ``outage`` (take a service away, ``site.release()``, and bring it back).
+    Under load the crawl could end before the service is away: the site holds its
+    answers from 20 requests past ``after`` until the outage releases them."""
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
     site.delay = 0.02
+    site.hold_from = after + 20
     output = tmp_path / "records.jsonl"
     workers = WorkerProcesses(env, processes=2, threads=4)
     try:
@@ -136,6 +139,7 @@ def test_a_redis_restart_mid_crawl_loses_no_page_and_wait_sees_it_through(
 
     def restart() -> None:
         own_redis.shut_down()
+        site.release()
         time.sleep(3)
         own_redis.start()
 
@@ -162,6 +166,7 @@ def test_wait_rides_out_a_rabbitmq_restart_and_its_output_has_every_page(
 
     def restart() -> None:
         own_rabbitmq.ctl("stop_app")
+        site.release()
         time.sleep(3)
         own_rabbitmq.ctl("start_app")
 
@@ -181,13 +186,10 @@ def test_wait_says_when_rabbitmq_blocks_publishers_and_ends_once_it_lets_them_go
 
     def memory_alarm() -> None:
         own_rabbitmq.ctl("set_vm_memory_high_watermark", "absolute", "1")
-        site.release()  # the crawl goes on only once publishers are blocked
+        site.release()
         time.sleep(8)  # past the seeder's 5 s progress lines
         own_rabbitmq.ctl("set_vm_memory_high_watermark", "0.4")
 
-    # Under load the crawl could end before the alarm is raised: the site holds its
-    # answers from past the 60 pages the outage waits for until the alarm is on.
-    site.hold_from = 90
     crawl = crawl_through_an_outage(env, site, tmp_path, memory_alarm)
 
     assert crawl.returncode == 0, crawl.stderr[-3000:]
@@ -212,6 +214,7 @@ def test_a_memcached_restarted_empty_costs_at_most_one_more_fetch_a_page(
 
     def restart_empty() -> None:
         own_memcached.stop()
+        site.release()
         time.sleep(1.5)
         own_memcached.start()  # empty: every claim is forgotten
 

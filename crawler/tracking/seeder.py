@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, suppress
+from pathlib import Path
 from typing import Any, Protocol
 
 import dramatiq
@@ -19,7 +20,7 @@ from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.items import counting as item_counts
-from crawler.items.sinks import ItemSink, ItemSinkError
+from crawler.items.sinks import ItemSink, ItemSinkError, JsonLinesSink
 from crawler.options import CrawlOptions
 from crawler.outcomes import (
     CANCELLED,
@@ -43,6 +44,10 @@ BLOCKED = "RabbitMQ, which blocks publishers (a memory or disk alarm)"
 POLL = 0.5
 #: Seconds between two looks at Memcached's evictions while waiting.
 EVICTION_CHECK = 2.0
+#: Once the sink failed and the crawl is paused, the records queue is read on until
+#: nothing came for ``UNSENT_QUIET`` seconds, ``UNSENT_MOST`` seconds at most: the items
+#: of the records read go to the file :func:`unsent_path` names.
+UNSENT_QUIET, UNSENT_MOST = 2.0, 15.0
 
 
 class Messages(Protocol):
@@ -210,6 +215,16 @@ class PublishersBlocked:
                 connection.close()
 
 
+class SinkFailed(ItemSinkError):
+    """``--items``' sink did not take a record's items: its error's line, and the record
+    (already counted as ended by the ledger, not yet written to ``--output``)."""
+
+    def __init__(self, error: ItemSinkError, record: Record) -> None:
+        super().__init__(str(error))
+        self.__cause__ = error
+        self.record = record
+
+
 #: What :func:`arrivals` yields between records: a poll ended (time to look at the
 #: counters), or the broker did not answer (the reader reconnects before the next).
 POLLED, BROKER_DOWN = "polled", "broker-down"
@@ -226,8 +241,9 @@ def arrivals(
     once; each record's ``sent`` ids are expected in turn; a page's record is written
     to ``output`` the first time its URL is, its items to ``items`` before that.
     Between polls :data:`POLLED`, and :data:`BROKER_DOWN` when the broker does not
-    answer (the caller waits it out).  A sink that fails raises its
-    :class:`ItemSinkError` into the read: the records in hand are not acknowledged."""
+    answer (the caller waits it out).  A sink that fails raises a :class:`SinkFailed`
+    into the read, carrying the record whose items it did not take: the records in
+    hand are not acknowledged (they come again once the reader reconnects)."""
     while ledger.pending:
         try:
             with closing(reader.read(timeout=POLL)) as arriving:
@@ -240,7 +256,7 @@ def arrivals(
                         try:
                             items.write(record["url"], record["items"])
                         except ItemSinkError as e:  # raised where it was read: no ack
-                            arriving.throw(e)
+                            arriving.throw(SinkFailed(e, record))
                     if written and output is not None:
                         output.write(record)
                     yield record
@@ -276,8 +292,8 @@ def follow(
     Outages of the broker or Memcached are waited out (the progress line says so);
     Ctrl-C stops the waiting, not the crawl.  Meanwhile ``keep_alive`` refreshes the
     crawl's journal and counters, as workers do.  Each page's items go to ``items``
-    (closed on the way out); one that cannot be written stops the crawl: it is paused
-    (``lifetimes``' grace long), one line says so, and the exit status is 1.
+    (closed on the way out); one that cannot be written pauses the crawl, and the items
+    still coming go to a file (:func:`_pause_and_read_on`); one line, exit status 1.
     """
     progress = Progress()
     broker_name = "Redis" if uses_redis() else "RabbitMQ"
@@ -287,7 +303,7 @@ def follow(
     seed_ids = set(seeds)
     seen_before: set[str] = set()  # seeds the crawl had crawled already (--crawl-id)
     interrupted = False
-    sink_error: ItemSinkError | None = None
+    unsent: Unsent | None = None
     next_eviction_check = 0.0
     try:
         for arrived in arrivals(reader, ledger, output, items):
@@ -310,11 +326,11 @@ def follow(
     except KeyboardInterrupt:
         interrupted = True
     except ItemSinkError as e:
-        sink_error = e
+        unsent = _pause_and_read_on(e, pool, lifetimes, reader, ledger, output, progress)
     finally:
         _close(reader, ledger, output, items)
-    if sink_error is not None:
-        return _sink_failed(progress, pool, crawl_id, sink_error, lifetimes)
+    if unsent is not None:
+        return _sink_failed(progress, unsent)
     return _say_the_end(progress, crawl_id, seen_before, interrupted=interrupted)
 
 
@@ -343,27 +359,145 @@ def _close(
             items.close()
 
 
-def _sink_failed(
-    progress: Progress,
-    pool: StorePool,
-    crawl_id: str,
-    error: ItemSinkError,
-    lifetimes: Lifetimes | None,
-) -> int:
-    """``--items``' sink failed: the crawl paused, so that no more of its items go
-    unwritten; the summary so far and one line saying so; exit status 1."""
-    paused = f"crawl {crawl_id} paused ('crawler resume {crawl_id}' or 'crawler cancel {crawl_id}')"
+class Unsent:
+    """The items ``--items``' sink did not take, written to a file instead
+    (:func:`unsent_path`) as a JSON lines sink writes them (:class:`JsonLinesSink`,
+    added to when it exists), opened with the first; counted, and those that could not
+    be written there either.
+
+    Parameters:
+      output(RecordFile|None): ``--output``, which the file goes next to.
+      crawl_id(str): The crawl's id, on each line.
+      error(ItemSinkError): Why the sink failed.
+      paused(str): What the crawl became, as the line says it.
+    """
+
+    def __init__(
+        self, output: RecordFile | None, crawl_id: str, error: ItemSinkError, paused: str
+    ) -> None:
+        self.path, self.crawl_id = unsent_path(output, crawl_id), crawl_id
+        self.error, self.paused, self.recorded = error, paused, output is not None
+        self.saved = self.lost = 0  # items
+        self.failed: ItemSinkError | None = None  # the file's own error
+        self._file: JsonLinesSink | None = None
+
+    def write(self, url: str, items: list[dict[str, Any]]) -> None:
+        if self.failed is None:
+            try:
+                if self._file is None:
+                    self._file = JsonLinesSink(self.path, self.crawl_id, append=True)
+                self._file.write(url, items)
+                self.saved += len(items)
+                return
+            except ItemSinkError as e:
+                self.failed = e
+        self.lost += len(items)
+
+    def close(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except ItemSinkError as e:  # its lines were flushed as they were written
+                self.failed = self.failed or e
+
+
+def unsent_path(output: RecordFile | None, crawl_id: str) -> Path:
+    """Where the items the sink did not take go: next to ``--output``'s file, else in
+    the current directory."""
+    name = f"items-{crawl_id}-unsent.jsonl"
+    if output is not None and str(output.path) != "-":
+        return output.path.parent / name
+    return Path(name)
+
+
+def _pause(pool: StorePool, crawl_id: str, lifetimes: Lifetimes | None) -> str:
+    """The crawl paused (``lifetimes``' grace long), so that no more of its pages end
+    with their items unwritten: what the line says of it."""
     try:
         with pool.reserve() as client:
             counters.pause(client, crawl_id, (lifetimes or Lifetimes()).grace)
     except STORE_ERRORS:
-        paused = f"crawl {crawl_id} goes on unfollowed (the dedup store did not answer to pause it)"
-    print(progress.summary(interrupted=True), flush=True)
-    print(
-        f"crawler: {error}; the items of the pages that end from now on are not written: {paused}",
-        file=sys.stderr,
-        flush=True,
+        return f"crawl {crawl_id} goes on unfollowed (the dedup store did not answer to pause it)"
+    return (
+        f"crawl {crawl_id} paused: 'crawler resume {crawl_id}' carries it on unfollowed"
+        f" (its items then unwritten), 'crawler cancel {crawl_id}' ends it"
     )
+
+
+def _pause_and_read_on(
+    error: ItemSinkError,
+    pool: StorePool,
+    lifetimes: Lifetimes | None,
+    reader: record_queue.Reader,
+    ledger: Ledger,
+    output: RecordFile | None,
+    progress: Progress,
+) -> Unsent:
+    """Once the sink failed (``error``): the crawl paused (:func:`_pause`); the record
+    in hand, then those still coming (the records queue's, the pages in flight's)
+    until none came for :data:`UNSENT_QUIET` seconds (:data:`UNSENT_MOST` at most, or
+    until Ctrl-C), counted, written to ``output``, their items to the :class:`Unsent`
+    returned; the records the sink took already come again, skipped."""
+    crawl_id = reader.crawl_id
+    unsent = Unsent(output, crawl_id, error, _pause(pool, crawl_id, lifetimes))
+    if isinstance(error, SinkFailed):
+        _set_aside(error.record, output, progress, unsent, written=True)
+    reader.reconnect()  # what was read and not acknowledged comes again
+    start = last = time.monotonic()
+    try:
+        while ledger.pending and time.monotonic() - last < UNSENT_QUIET:
+            if time.monotonic() - start >= UNSENT_MOST:
+                break
+            try:
+                with closing(reader.read(timeout=POLL)) as arriving:
+                    for record in arriving:
+                        last = time.monotonic()
+                        if not ledger.end(record["message_id"]):
+                            continue  # a copy, or a record the sink took
+                        ledger.expect(record.pop("sent", ()))
+                        written = record["outcome"] in WRITTEN and ledger.first_write(record["url"])
+                        _set_aside(record, output, progress, unsent, written=written)
+                ledger.flush()
+            except BROKER_ERRORS:
+                reader.reconnect()
+                time.sleep(POLL)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        unsent.close()
+    return unsent
+
+
+def _set_aside(
+    record: Record, output: RecordFile | None, progress: Progress, unsent: Unsent, *, written: bool
+) -> None:
+    """A record read once the sink failed: its items to ``unsent`` and itself to
+    ``output`` when it is ``written`` (the first of its URL), counted."""
+    if written and record.get("items"):
+        unsent.write(record["url"], record["items"])
+    if written and output is not None:
+        output.write(record)
+    progress.record(record)
+
+
+def _sink_failed(progress: Progress, unsent: Unsent) -> int:
+    """``--items``' sink failed: the summary so far and one line saying so, where the
+    items it did not take are, and what of the crawl; exit status 1."""
+    print(progress.summary(interrupted=True), flush=True)
+    where = repr(str(unsent.path))
+    if unsent.failed is None:
+        kept = (
+            f"the {unsent.saved} item(s) not written are in {where} (JSON lines, as"
+            " '--items FILE.jsonl' writes them: load them once the sink is fixed)"
+        )
+    else:
+        kept = (
+            f"{unsent.lost} item(s) could not be written to {where} either ({unsent.failed}"
+            + (f"; {unsent.saved} are there, JSON lines" if unsent.saved else "")
+            + "): "
+            + ("--output's records carry them" if unsent.recorded else "they are lost")
+        )
+    print(f"crawler: {unsent.error}; {kept}; {unsent.paused}", file=sys.stderr, flush=True)
     return 1
 
 
