@@ -44,7 +44,7 @@ from crawler.frontier.keep_alive import KeepAlive
 from crawler.handlers import Handler
 from crawler.records import Record
 from crawler.running import run, seed_messages
-from crawler.tracking import figures, record_queue, seeder
+from crawler.tracking import record_queue, seeder
 from crawler.tracking.ledger import Ledger
 from crawler.tracking.progress import Progress
 from crawler.worker_parts import WorkerParts
@@ -290,12 +290,14 @@ def seed(
     assert crawl_options.crawl_id is not None
     messages = seed_messages(parts.crawl, spec.seed_urls, crawl_options)
     reader = record_queue.Reader(parts.crawl.broker, crawl_options.crawl_id) if records else None
-    with parts.stores.reserve() as client:
-        counters.start(client, crawl_options.crawl_id, len(messages), parts.lifetimes.grace)
-        counters.note_evictions_at_start(client, crawl_options.crawl_id, parts.lifetimes.grace)
-        about = seeder.about(messages, "workers")
-        figures.describe(client, crawl_options.crawl_id, about, parts.lifetimes.grace)
-    sent = [parts.crawl.broker.enqueue(message).message_id for message in messages]
+    try:
+        sent = seeder.send_seeds(
+            parts.crawl, parts.stores, parts.lifetimes, messages, crawl_options.crawl_id
+        )
+    except BaseException:
+        if reader is not None:
+            reader.close()
+        raise
     return WorkersCrawl(crawl_options.crawl_id, sent, reader)
 
 

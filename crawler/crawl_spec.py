@@ -33,7 +33,6 @@ from crawler.options import (
     DIRECTORY,
     FLAG,
     HEADER_VALUE,
-    MAX_TIMEOUT,
     PER_HOST,
     RATE,
     RULES,
@@ -47,7 +46,6 @@ from crawler.options import (
     host_name,
     proxy_url,
     regular_expression,
-    seconds,
     whole_between,
 )
 
@@ -190,9 +188,8 @@ def proxy(value: Any) -> str:
 
 def timeout(value: Any) -> float:
     """``--timeout``'s seconds."""
-    return _checked(
-        value, Rule(f"a number of seconds above 0, at most {MAX_TIMEOUT:g}", seconds), _float
-    )
+    checked: float = _checked(value, RULES["timeout"], _float)
+    return checked
 
 
 def handler_timeout(value: Any) -> float:

@@ -106,11 +106,6 @@ def page_of(
     )
 
 
-def followed(outcome: Outcome | None, base: str) -> list[str]:
-    """The http(s) URLs a handler asked to follow, resolved against the page's URL."""
-    return [request.url for request in requests_followed(outcome, base)]
-
-
 def requests_followed(outcome: Outcome | None, base: str) -> list[Request]:
     """The requests a handler asked to follow, their URLs resolved against the page's
     URL, http(s) ones only."""

@@ -103,16 +103,7 @@ def seed(
         return _unknown(crawl_id)
     reader = record_queue.Reader(actor.broker, crawl_id) if wait else None
     try:
-        with pool.reserve() as client:
-            counters.start(client, crawl_id, len(messages), lifetimes.grace)
-            if not adding:
-                counters.note_evictions_at_start(client, crawl_id, lifetimes.grace)
-                figures.describe(client, crawl_id, about(messages, "workers"), lifetimes.grace)
-        seeds: list[str] = []
-        for message in messages:
-            sent = actor.broker.enqueue(message)
-            if reader is not None:
-                seeds.append(sent.message_id)
+        seeds = send_seeds(actor, pool, lifetimes, messages, crawl_id, adding=adding, ids=wait)
     except BaseException:
         if reader is not None:
             reader.close()
@@ -139,6 +130,32 @@ def seed(
         )
     finally:
         alarm.close()
+
+
+def send_seeds(
+    actor: dramatiq.Actor[Any, Any],
+    pool: StorePool,
+    lifetimes: Lifetimes,
+    messages: Messages,
+    crawl_id: str,
+    *,
+    adding: bool = False,
+    ids: bool = True,
+) -> list[str]:
+    """Count the crawl's seeds (a new crawl: note Memcached's evictions so far and
+    describe it for the dashboard), then send them as they are made: their message
+    ids, when ``ids`` (to follow them), else none kept."""
+    with pool.reserve() as client:
+        counters.start(client, crawl_id, len(messages), lifetimes.grace)
+        if not adding:
+            counters.note_evictions_at_start(client, crawl_id, lifetimes.grace)
+            figures.describe(client, crawl_id, about(messages, "workers"), lifetimes.grace)
+    seeds: list[str] = []
+    for message in messages:
+        sent = actor.broker.enqueue(message)
+        if ids:
+            seeds.append(sent.message_id)
+    return seeds
 
 
 def about(messages: Messages, where: str) -> dict[str, Any]:
