@@ -50,8 +50,9 @@ def test_one_worker_thread_keeps_each_crawl_s_cookies_and_headers_to_it(
     env = environment(**request.getfixturevalue(broker_env), **FAST_FAILURES)
     workers = WorkerProcesses(env, processes=1, threads=1)
     try:
-        first = seed(env, f"{base}/a/0.html", "--wait", "--header", "X-Tenant: A")
-        second = seed(env, f"{base}/b/0.html", "--wait")
+        # robots.txt too: the first crawl's, fetched with its header, is not the second's.
+        first = seed(env, f"{base}/a/0.html", "--wait", "--obey-robots", "--header", "X-Tenant: A")
+        second = seed(env, f"{base}/b/0.html", "--wait", "--obey-robots")
         off = seed(env, f"{base}/a/0.html", "--wait", "--cookies", "off", "--header", "X-Tenant: A")
     finally:
         assert workers.stop() == 0
@@ -59,6 +60,7 @@ def test_one_worker_thread_keeps_each_crawl_s_cookies_and_headers_to_it(
         assert done.returncode == 0, done.stderr[-2000:]
     check_isolated(site)
     assert [h.get("cookie") for h in headers_of(site, "/a/1")] == [SECRET, None]
+    assert [h.get("x-tenant") for h in headers_of(site, "/robots.txt")] == ["A", None]
 
 
 #: Crawls from code, one after another in one process of their own (as a host program

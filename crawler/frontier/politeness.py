@@ -104,8 +104,9 @@ def check(
     crawl_delay = None
     if options.obey_robots:
         robots = robots_for(
-            client, session, url, options.user_agent, limits=limits, via_public=via_public
-        )
+            client, session, url, options.user_agent, limits=limits, via_public=via_public,
+            owner=robots_owner(options),
+        )  # fmt: skip
         if not robots.can_fetch(url, options.user_agent):
             return DISALLOWED
         crawl_delay = robots.crawl_delay(options.user_agent)
@@ -246,9 +247,19 @@ def robots_url(url: str) -> str:
     return origin(url) + "/robots.txt"
 
 
-def robots_key(url: str) -> str:
-    """The store's key for the robots.txt rules of ``url``'s host."""
-    return "robots:" + hashlib.md5(origin(url).encode()).hexdigest()
+def robots_key(url: str, owner: str | None = None) -> str:
+    """The store's key for the robots.txt rules of ``url``'s host: every crawl's, or
+    the crawl ``owner``'s alone (:func:`robots_owner`)."""
+    key = "robots:" + hashlib.md5(origin(url).encode()).hexdigest()
+    return key if owner is None else f"{key}:{owner}"
+
+
+def robots_owner(options: CrawlOptions) -> str | None:
+    """Whose robots.txt answers a crawl reads: every crawl's (None), or, when its
+    requests carry headers, a proxy or credentials of its own (which may change the
+    answer), its own: fetched with them, never given to another crawl."""
+    own = bool(options.headers or options.auth_env) or options.proxy is not None
+    return options.crawl_id if own else None
 
 
 def robots_wait(limits: Limits) -> float:
@@ -265,6 +276,7 @@ def robots_for(
     *,
     limits: Limits,
     via_public: bool = False,
+    owner: str | None = None,
 ) -> Protego:
     """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the
     store, as RFC 9309 reads them: a 2xx answer's first 500 KiB; a 4xx answer (no
@@ -280,8 +292,9 @@ def robots_for(
       user_agent(str): The User-Agent header to send.
       limits(Limits): The deadline and caps of the fetch, the same as a page's.
       via_public(bool): The page that linked to ``url`` was public (for the network guard).
+      owner(str): The crawl whose answers these are alone (:func:`robots_owner`).
     """
-    key = robots_key(url)
+    key = robots_key(url, owner)
     wait = robots_wait(limits)
     body = client.get(key)
     if body is None and client.add(key + ":lock", 1, time=math.ceil(wait)):

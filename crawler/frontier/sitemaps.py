@@ -152,8 +152,9 @@ def read_robots(
     with stores.memcache_pool.reserve() as client:
         agent = crawl_options.user_agent
         robots = politeness.robots_for(
-            client, session, url, agent, limits=limits, via_public=via_public
-        )
+            client, session, url, agent, limits=limits, via_public=via_public,
+            owner=politeness.robots_owner(crawl_options),
+        )  # fmt: skip
     maps = list(robots.sitemaps)
     public = check_hop(url, via_public)  # robots.txt's host, as a page's hop
     fallback = sitemaps.well_known(url)
