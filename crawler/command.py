@@ -97,6 +97,12 @@ def _add_worker(commands: argparse._SubParsersAction[Any]) -> None:
         help="load this page handler, for the crawls that choose it (repeatable;"
         " CRAWLER_HANDLERS too)",
     )
+    worker.add_argument(
+        "--render",
+        action="store_true",
+        help="refuse to start unless this machine can render pages for --render crawls"
+        " (Chromium, and Playwright: pip install 'crawler[render]')",
+    )
 
 
 def main(args: list[str] | None = None) -> int:
@@ -123,7 +129,8 @@ def main(args: list[str] | None = None) -> int:
 def worker(arguments: argparse.Namespace) -> int:
     """Become ``dramatiq crawler.example -p N -t N``: Dramatiq's own worker command, with
     ``--handler``s added to ``CRAWLER_HANDLERS`` (each loaded here first: a handler
-    that cannot be loaded is a usage error, not a worker that dies)."""
+    that cannot be loaded is a usage error, not a worker that dies); with ``--render``,
+    only on a machine that can render (one line and exit status 2 otherwise)."""
     names = [*filter(None, os.getenv("CRAWLER_HANDLERS", "").split(",")), *arguments.handler]
     for name in arguments.handler:
         try:
@@ -132,6 +139,14 @@ def worker(arguments: argparse.Namespace) -> int:
             arguments.usage.error(f"--handler {name}: {e}")
     if names:
         os.environ["CRAWLER_HANDLERS"] = ",".join(names)
+    if arguments.render:
+        from crawler import rendering
+
+        try:
+            rendering.check()
+        except rendering.CannotRender as e:
+            print(f"crawler worker: {e}", file=sys.stderr)
+            return 2
     command = [sys.executable, "-m", "dramatiq", "crawler.example"]
     command += ["--processes", str(arguments.processes), "--threads", str(arguments.threads)]
     sys.stdout.flush()

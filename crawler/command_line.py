@@ -15,7 +15,7 @@ from typing import Any, NoReturn, TypeVar
 
 from crawler import crawl_spec
 from crawler.crawl_spec import OPTIONS, BadValue, CrawlSpec
-from crawler.options import DEFAULT_USER_AGENT
+from crawler.options import DEFAULT_USER_AGENT, MAX_RENDER_WAIT
 
 T = TypeVar("T")
 
@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, upstream: bool = True) -> 
     _add_bounds(group)
     _add_fetching(group, switch, upstream=upstream)
     _add_http(group)
+    _add_rendering(group)
 
 
 def _default_note(upstream: bool) -> str:
@@ -199,6 +200,28 @@ def _add_http(group: argparse._ArgumentGroup) -> None:
         metavar="HOST=CRAWLER_AUTH_NAME",
         help="HTTP Basic credentials for HOST, 'user:password' in the workers' variable"
         " CRAWLER_AUTH_NAME (repeatable; no secret is put in a message)",
+    )
+
+
+def _add_rendering(group: argparse._ArgumentGroup) -> None:
+    """Pages loaded in headless Chromium, their links read from the rendered page."""
+    group.add_argument(
+        "--render",
+        action="store_true",
+        help="load each page in headless Chromium and read links from the rendered page"
+        " (needs Chromium and 'pip install crawler[render]' where pages are fetched)",
+    )
+    group.add_argument(
+        "--render-wait",
+        type=_flag_type(crawl_spec.render_wait),
+        metavar="idle|SECONDS",
+        help="after the page loads, wait until the network is idle (default) or this many"
+        f" seconds (at most {MAX_RENDER_WAIT:g}) before reading it",
+    )
+    group.add_argument(
+        "--render-media",
+        action="store_true",
+        help="let the browser load images, fonts and media (refused by default)",
     )
 
 

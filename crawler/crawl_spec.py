@@ -204,6 +204,15 @@ def retries(value: Any) -> int:
     return checked
 
 
+def render_wait(value: Any) -> float | None:
+    """``--render-wait``'s ``idle`` (None: until the network is idle, the default) or
+    seconds, at most :data:`~crawler.options.MAX_RENDER_WAIT`."""
+    if value == "idle":
+        return None
+    checked: float = _checked(value, RULES["render_wait"], _float)
+    return checked
+
+
 def auth_env(value: Any) -> str:
     """``--auth-env``'s ``host=CRAWLER_AUTH_NAME``."""
     try:
@@ -312,6 +321,9 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "timeout": timeout,
     "retries": retries,
     "auth_env": auth_env,
+    "render": switch,
+    "render_wait": render_wait,
+    "render_media": switch,
     # how the crawl runs
     "input_file": seed_input,
     "wait": switch,
@@ -522,7 +534,8 @@ def _crawl_options(
 
     ``crawler crawl``'s switches not given are on, unless ``upstream``; ``same_site``
     is off with ``same_domain`` or ``allow_domain``.  With ``local`` ``warc`` names a
-    directory here, else one under the workers' ``CRAWLER_WARC_DIR``."""
+    directory here, else one under the workers' ``CRAWLER_WARC_DIR``.  ``render_wait``
+    (seconds: ``idle`` is the default) and ``render_media`` need ``render``."""
     on, domains, sites = _scope(seeds, given)
     warc = given.get("warc")
     if warc is not None:
@@ -530,6 +543,10 @@ def _crawl_options(
             warc = warc_directory(warc) if given.get("local") else warc_name(warc)
         except BadValue as e:
             raise CrawlError(str(e)) from e
+    render = given.get("render", False)
+    for name in ("render_wait", "render_media"):
+        if given.get(name) and not render:
+            raise CrawlError(f"{flag(name)} works with --render only")
     options = CrawlOptions(
         follow_relative=on["follow_relative"],
         allowed_domains=tuple(domains),
@@ -557,6 +574,9 @@ def _crawl_options(
         timeout=given.get("timeout"),
         retries=given.get("retries"),
         auth_env=tuple(given.get("auth_env", ())),
+        render=render,
+        render_wait=given.get("render_wait"),
+        render_media=given.get("render_media", False),
         crawl_id=given.get("crawl_id") or uuid.uuid4().hex,
     )
     try:  # what workers will check: the same code, so the seeder never sends what they refuse

@@ -232,6 +232,13 @@ def handler_timeout() -> float:
     return seconds
 
 
+def render_settings() -> tuple[int, int]:
+    """``--render``: how many pages a process's browser has open at once at most
+    (``CRAWLER_RENDER_PAGES``, 4), and how many it renders before it is replaced by a
+    new one (``CRAWLER_RENDER_RESTART``, 500: a browser's memory grows with its age)."""
+    return int(number("CRAWLER_RENDER_PAGES", 4)), int(number("CRAWLER_RENDER_RESTART", 500))
+
+
 def warc_directory() -> Path | None:
     """``CRAWLER_WARC_DIR``: the directory under which this worker writes the WARC files
     of ``--warc`` crawls, each in the directory the crawl names (relative to it, or an

@@ -20,24 +20,27 @@ from crawler import messages, records
 from crawler.archiving import warc
 from crawler.brokers import QUEUE, SendBack, make_broker
 from crawler.environment import (
+    Limits,
     handler_names,
     handler_timeout,
     lifetimes_from_environment,
     limits_from_environment,
+    render_settings,
 )
 from crawler.errors import PermanentError
 from crawler.failures import reports_failures
-from crawler.fetching import fetch
+from crawler.fetching import Fetched, fetch
 from crawler.fetching.sessions import Sessions
 from crawler.frontier import claims, scope, sitemaps
 from crawler.frontier.scope import child_arguments, page_links_to_follow, priority, report_dropped
 from crawler.handlers import Handlers, Page, page_of, requests_followed
-from crawler.links.cleaning import clean_anchor
+from crawler.links.cleaning import clean_anchor, clean_href
 from crawler.links.extraction import html_links
 from crawler.middleware import actor_for
 from crawler.options import CrawlOptions
 from crawler.outcomes import DUPLICATE
 from crawler.records import Record
+from crawler.rendering import Rendered, Renderer, job_of
 from crawler.stores import Stores
 from crawler.tracking import record_queue
 from crawler.tracking.bookkeeping import keep_books
@@ -61,6 +64,7 @@ keep_books(
 )
 dramatiq.set_broker(broker)
 handlers = Handlers(handler_names(), handler_timeout())  # CRAWLER_HANDLERS: once broker is set
+renderer = Renderer(*render_settings())  # --render: no browser until a page asks for one
 
 
 def get_session(crawl_options: CrawlOptions) -> requests.Session:
@@ -76,11 +80,17 @@ def find_anchors(
     response: requests.Response,
     crawl_options: CrawlOptions,
     page: Page | None = None,
+    rendered: Rendered | None = None,
 ) -> list[str]:
     """Upstream's regex by default, an HTML parser with ``--follow-relative`` (the page
     handler's tree, when there is one): the absolute http(s) links, the first
-    ``CRAWLER_MAX_LINKS_PER_PAGE`` of them."""
-    if crawl_options.follow_relative:
+    ``CRAWLER_MAX_LINKS_PER_PAGE`` of them.  With ``--render``, the rendered page's:
+    the regex over its DOM, or the ``href`` of its links as the browser resolved them."""
+    if rendered is not None and crawl_options.follow_relative:
+        found = [clean_href(link) for link in rendered.links]
+    elif rendered is not None:
+        found = [clean_anchor(m.group(1)) for m in anchor_re.finditer(rendered.html.encode())]
+    elif crawl_options.follow_relative:
         tree = None if page is None else page.tree
         found = html_links(body, response.url, response.headers.get("Content-Type"), tree)
     else:
@@ -130,16 +140,20 @@ def crawl(
     logger.info("Crawling %r...", url)
     anchors: list[str] | None = None
     page: Page | None = None
+    rendered: Rendered | None = None
     agent, bounds = crawl_options.user_agent, limits.within(crawl_options.timeout)  # --timeout
+    seconds = handlers.timeout_for(crawl_options.handler_timeout, bounds.fetch_deadline)
     with slot, fetch(session, url, bounds, agent, via_public=via_public, keeper=keeper) as fetched:
         body, stored = warc.read_page(fetched, limits, keeper)
         if body is None:
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
-            page = None if handler is None else page_of(url, fetched.response, body, label, data)
-            anchors = find_anchors(url, body, fetched.response, crawl_options, page)
+            rendered = render(fetched, body, session, crawl_options, bounds, keeper, stored)
+            dom = None if rendered is None else rendered.html  # --render's
+            if handler is not None:
+                page = page_of(url, fetched.response, body, label, data, dom)
+            anchors = find_anchors(url, body, fetched.response, crawl_options, page, rendered)
 
-    seconds = handlers.timeout_for(crawl_options.handler_timeout, bounds.fetch_deadline)
     handled = None if handler is None or page is None else handlers.run(handler, page, seconds)
     asked = requests_followed(handled, fetched.response.url)  # each with its label and data
     follow, own, dropped = page_links_to_follow(anchors or [], asked, crawl_options, depth)
@@ -151,8 +165,9 @@ def crawl(
         logger.info("Done crawling %r. Found %d anchors.", url, len(anchors))
     size = None if body is None else len(body)
     return records.page_record(
-        url, fetched.response, anchors, depth, sent, dropped_links, stored, handled, size
-    )
+        url, fetched.response, anchors, depth, sent, dropped_links, stored, handled, size,
+        render_ms=None if rendered is None else rendered.ms,
+    )  # fmt: skip
 
 
 @dramatiq.actor(queue_name=QUEUE, actor_name=scope.SITEMAP_ACTOR, **crawl.options)  # --sitemaps
@@ -186,7 +201,32 @@ def keeper_of(
     )  # fmt: skip
 
 
-parts = WorkerParts(crawl, stores, limits, lifetimes, handlers)  # for what runs beside the actor
+def render(
+    fetched: Fetched,
+    body: bytes,
+    session: requests.Session,
+    crawl_options: CrawlOptions,
+    bounds: Limits,
+    keeper: warc.Keeper | None,
+    stored: warc.Stored | None,
+) -> Rendered | None:
+    """With ``--render``, the page as headless Chromium renders it, in the page's turn
+    (its host's rules hold for the browser too) and in time for its handler within the
+    actor's time limit; with ``--warc`` its DOM is kept as a ``conversion`` record."""
+    if not crawl_options.render:
+        return None
+    seconds = 0.0
+    if crawl_options.handler is not None:
+        seconds = handlers.timeout_for(crawl_options.handler_timeout, bounds.fetch_deadline)
+    rendered = renderer.render(job_of(fetched, body, session, crawl_options, bounds, seconds))
+    if keeper is not None and stored is not None:
+        keeper.rendered(stored, fetched.response.url, rendered.html)
+    return rendered
+
+
+parts = WorkerParts(
+    crawl, stores, limits, lifetimes, handlers, renderer
+)  # for what runs beside the actor
 
 
 def main(args: list[str]) -> int:

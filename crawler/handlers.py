@@ -67,6 +67,9 @@ class Page:
     label: str | None = None
     #: The data of that :class:`Request`: what the page that found this one passed on.
     data: Mapping[str, Any] | None = None
+    #: With ``--render``: the page's DOM as headless Chromium left it, as HTML (None:
+    #: the page was not rendered).
+    rendered: str | None = None
 
     def urljoin(self, href: str) -> str:
         """``href`` resolved against the page, as the crawler resolves its links (the
@@ -82,8 +85,8 @@ class Page:
     @cached_property
     def tree(self) -> LexborHTMLParser:
         """The parsed document (selectolax's Lexbor tree): parsed once, on first use,
-        and shared with the link extractor."""
-        return LexborHTMLParser(self.text)
+        and shared with the link extractor; with ``--render``, the rendered DOM's."""
+        return LexborHTMLParser(self.text if self.rendered is None else self.rendered)
 
 
 def page_of(
@@ -92,9 +95,11 @@ def page_of(
     body: bytes,
     label: str | None = None,
     data: Mapping[str, Any] | None = None,
+    rendered: str | None = None,
 ) -> Page:
     """The :class:`Page` of a response whose ``body`` was read, with the ``label`` and
-    ``data`` its message carried (a :class:`Request`'s; a page's own links pass none on)."""
+    ``data`` its message carried (a :class:`Request`'s; a page's own links pass none on),
+    and its DOM as rendered (``--render``)."""
     return Page(
         url=url,
         final_url=response.url,
@@ -103,6 +108,7 @@ def page_of(
         body=body,
         label=label,
         data=data,
+        rendered=rendered,
     )
 
 

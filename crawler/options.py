@@ -76,6 +76,13 @@ class CrawlOptions:
       auth_env(tuple): ``host=CRAWLER_AUTH_X``: requests to ``host`` carry the HTTP
         Basic credentials (``user:password``) in the worker's variable ``CRAWLER_AUTH_X``;
         no secret travels in a message.
+      render(bool): Load each HTML page in headless Chromium and read its links, handler
+        tree and WARC conversion record from the rendered DOM (``--render``).
+      render_wait(float): Seconds to wait after the page's load event before reading the
+        DOM; None: until the network is idle (no request for 500 ms), within the
+        render's deadline (``--render-wait``).
+      render_media(bool): Let the browser load images, fonts and media too (by default
+        they are refused) (``--render-media``).
     """
 
     crawl_id: str | None = None
@@ -105,6 +112,9 @@ class CrawlOptions:
     handler_timeout: float | None = None
     retries: int | None = None
     auth_env: tuple[str, ...] = field(default_factory=tuple)
+    render: bool = False
+    render_wait: float | None = None
+    render_media: bool = False
 
     def to_message(self) -> dict[str, Any] | None:
         """The options as a message keyword argument: only what differs from upstream."""
@@ -391,6 +401,13 @@ def handler_seconds(value: Any) -> float:
     return float(value)
 
 
+def render_seconds(value: Any) -> float:
+    """A render's settle wait in seconds: above 0, at most :data:`MAX_RENDER_WAIT`."""
+    if type(value) not in (int, float) or not 0 < value <= MAX_RENDER_WAIT:
+        raise ValueError
+    return float(value)
+
+
 def auth_pair(value: Any) -> str:
     """``host=CRAWLER_AUTH_NAME``: a host, and the worker's variable its secret is in."""
     if not isinstance(value, str):
@@ -434,6 +451,9 @@ MAX_TIMEOUT = 600.0
 #: ``--handler-timeout`` below this, in seconds: the ``crawl`` actor's time limit
 #: (:data:`crawler.environment.ACTOR_TIME_LIMIT`), which the fetch shares.
 MAX_HANDLER_TIMEOUT = 10.0
+#: ``--render-wait`` at most, in seconds: a render's settle wait, below the ``crawl``
+#: actor's 10 s time limit.
+MAX_RENDER_WAIT = 8.0
 #: ``--retries`` at most: the ``crawl`` actor's ``max_retries``.
 MAX_RETRIES = 3
 #: ``--header``s a crawl sends at most.
@@ -485,6 +505,11 @@ RULES: dict[str, Rule[Any]] = {
     ),
     "retries": Rule(f"a whole number from 0 to {MAX_RETRIES}", whole_between(0, MAX_RETRIES)),
     "auth_env": AUTH_ENV,
+    "render": FLAG,
+    "render_wait": Rule(
+        f"a number of seconds above 0, at most {MAX_RENDER_WAIT:g}", render_seconds
+    ),
+    "render_media": FLAG,
 }
 
 

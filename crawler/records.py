@@ -35,14 +35,16 @@ def page_record(
     stored: Stored | None = None,
     handled: Outcome | None = None,
     size: int | None = None,
+    render_ms: float | None = None,
 ) -> Record:
     """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML,
     ``sent`` the ids of the messages it sent for the new URLs among them,
     ``dropped_links`` how many of its links were malformed (named only when some were),
     ``stored`` where ``--warc`` put its response, ``handled`` what the crawl's page
     handler made of it (``data`` and its ``items`` when it yielded some, or
-    ``handler_error``), and ``size`` the bytes of
-    its body, when read.  ``fetch_ms`` is the fetch's time alone, from its first
+    ``handler_error``), ``size`` the bytes of its body, when read, and ``render_ms``
+    the time headless Chromium took when it rendered the page (``--render``).
+    ``fetch_ms`` is the fetch's time alone, from its first
     request to its body read (to its headers when the body is not read): what
     :func:`crawler.fetching.read_body` left in ``response.elapsed``."""
     outcome = CRAWLED if links is not None else NOT_HTML
@@ -62,6 +64,9 @@ def page_record(
         record["dropped_links"] = dropped_links
     if size is not None:
         record["bytes"] = size
+    if render_ms is not None:
+        record["rendered"] = True
+        record["render_ms"] = round(render_ms, 1)
     if stored is not None:
         record["warc_file"] = stored.file
         record["warc_offset"] = stored.offset

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import dramatiq
 import redis
 
-from crawler import local_mode
+from crawler import local_mode, rendering
 from crawler.archiving.warc import cut_partial_records
 from crawler.brokers import BROKER_ERRORS, local
 from crawler.crawl_spec import CrawlError as CrawlError
@@ -105,6 +105,11 @@ def _run(
             handlers.load(handler)
         except ValueError as e:
             raise CrawlError(f"--handler {handler}: {e}") from e
+    if crawl_options.render:
+        try:
+            rendering.check()  # no Chromium or no Playwright: refused before anything is sent
+        except rendering.CannotRender as e:
+            raise CrawlError(str(e)) from e
     try:
         return _run_locally(spec, crawl, stores, lifetimes, seeds, on_record, stop, progress)
     except DiskFull as e:
@@ -118,6 +123,8 @@ def _run(
         return 1
     except ItemSinkError as e:
         return _sink_failed(e, progress)
+    finally:
+        parts.renderer.close()  # its browser, if a page started one: none outlives the crawl
 
 
 def _sink_failed(error: ItemSinkError, progress: Progress | None) -> int:

@@ -14,6 +14,7 @@ import dramatiq
 
 from crawler.environment import Lifetimes, Limits
 from crawler.handlers import Handlers
+from crawler.rendering import Renderer
 from crawler.stores import Stores
 
 
@@ -28,6 +29,7 @@ class WorkerParts:
       limits(Limits): The fetch's and the actor's bounds (``CRAWLER_*``).
       lifetimes(Lifetimes): How long claims and a crawl's entries live in the store.
       handlers(Handlers): The page handlers the process loaded.
+      renderer(Renderer): ``--render``'s browser, started by the first page that asks.
     """
 
     crawl: dramatiq.Actor[Any, Any]
@@ -35,3 +37,4 @@ class WorkerParts:
     limits: Limits
     lifetimes: Lifetimes
     handlers: Handlers
+    renderer: Renderer

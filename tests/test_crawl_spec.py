@@ -16,7 +16,8 @@ import pytest
 
 from crawler import Crawl, CrawlError, command_line, seed
 from crawler.crawl_spec import OPTIONS, CrawlSpec
-from crawler.options import CrawlOptions
+from crawler.errors import InvalidMessage
+from crawler.options import MAX_RENDER_WAIT, CrawlOptions
 from tests.workers import PROJECT_ROOT, environment
 
 URL = "http://127.0.0.1:9/"
@@ -65,6 +66,10 @@ BAD = [
     (["--handler", "not a name"], {"handler": "not a name"}),
     (["--dashboard", "0"], {"dashboard": 0}),
     (["--crawl-id", "nope"], {"crawl_id": "nope"}),
+    (["--render-wait", "0", "--render"], {"render_wait": 0, "render": True}),
+    (["--render-wait", "9", "--render"], {"render_wait": 9, "render": True}),
+    (["--render-wait", "nan", "--render"], {"render_wait": float("nan"), "render": True}),
+    (["--render-wait", "soon", "--render"], {"render_wait": "soon", "render": True}),
 ]
 
 
@@ -92,6 +97,84 @@ def test_an_unknown_keyword_is_named() -> None:
         CrawlSpec.from_options([URL], {"colour": "blue"})
 
 
+def test_render_options_are_carried_by_the_crawl_s_messages() -> None:
+    spec = from_flags("--render", "--render-wait", "2", "--render-media", URL)
+    assert (spec.options.render, spec.options.render_wait, spec.options.render_media) == (
+        True,
+        2.0,
+        True,
+    )
+    assert isinstance(spec.options.render_wait, float)
+    message = spec.options.to_message()
+    assert message is not None
+    assert (message["render"], message["render_wait"], message["render_media"]) == (True, 2.0, True)
+    assert CrawlOptions.from_message(message) == spec.options
+    api = Crawl([URL], render=True, render_wait=MAX_RENDER_WAIT).spec.options
+    assert (api.render, api.render_wait, api.render_media) == (True, 8.0, False)
+
+
+def test_render_wait_idle_is_the_default_network_idle_wait() -> None:
+    for options in (
+        from_flags("--render", "--render-wait", "idle", URL).options,
+        CrawlSpec.from_options([URL], {"render": True, "render_wait": "idle"}).options,
+        from_flags("--render", URL).options,
+    ):
+        assert options.render and options.render_wait is None and not options.render_media
+        message = options.to_message()
+        assert message is not None and "render_wait" not in message
+    plain = from_flags(URL).options
+    assert (plain.render, plain.render_wait, plain.render_media) == (False, None, False)
+    assert not {"render", "render_wait", "render_media"} & set(plain.to_message() or {})
+
+
+@pytest.mark.parametrize("value", ["0", "9", "nan", "inf", "-1", "8.01", True, 0, 9, 0.0])
+def test_render_wait_refuses_what_its_rule_refuses(value: Any) -> None:
+    said = f"^argument --render-wait: '{value}' is not a number of seconds above 0, at most 8$"
+    with pytest.raises(CrawlError, match=said):
+        CrawlSpec.from_options([URL], {"render": True, "render_wait": value})
+    if isinstance(value, str):
+        with pytest.raises(_Refused, match=said):
+            parser().parse_args(["--render", "--render-wait", value, URL])
+
+
+@pytest.mark.parametrize(
+    ("flags", "keywords", "said"),
+    [
+        (["--render-wait", "2"], {"render_wait": 2}, "--render-wait works with --render only"),
+        (["--render-media"], {"render_media": True}, "--render-media works with --render only"),
+        (["--render-wait", "0.5", "--render-media"],
+         {"render_wait": 0.5, "render_media": True}, "--render-wait works with --render only"),
+    ],
+)  # fmt: skip
+def test_render_wait_and_render_media_are_refused_without_render(
+    flags: list[str], keywords: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(CrawlError, match=f"^{said}$"):
+        from_flags(*flags, URL)
+    with pytest.raises(CrawlError, match=f"^{said}$"):
+        CrawlSpec.from_options([URL], keywords)
+    with pytest.raises(CrawlError, match=f"^{said}$"):
+        Crawl([URL], **keywords)
+    assert not CrawlSpec.from_options([URL], {"render_media": False}).options.render_media
+
+
+def test_a_message_s_render_options_are_checked_by_their_rules() -> None:
+    options = CrawlOptions.from_message({"render": True, "render_wait": 2.5})
+    assert (options.render, options.render_wait, options.render_media) == (True, 2.5, False)
+    assert CrawlOptions.from_message({"render": True, "render_wait": None}).render_wait is None
+    assert CrawlOptions.from_message({"render": True, "render_media": True}).render_media
+    for bad, said in [
+        ({"render_wait": 0}, "render_wait must be a number of seconds above 0, at most 8, got 0"),
+        ({"render_wait": 8.5}, "render_wait must be a number of seconds above 0, at most 8"),
+        ({"render_wait": True}, "render_wait must be a number of seconds above 0, at most 8"),
+        ({"render_wait": "2"}, "render_wait must be a number of seconds above 0, at most 8"),
+        ({"render": "yes"}, "render must be true or false, got 'yes'"),
+        ({"render": True, "render_media": 1}, "render_media must be true or false, got 1"),
+    ]:
+        with pytest.raises(InvalidMessage, match=said):
+            CrawlOptions.from_message(bad)
+
+
 @pytest.mark.parametrize(
     ("flags", "keywords", "upstream"),
     [
@@ -110,6 +193,10 @@ def test_an_unknown_keyword_is_named() -> None:
           "warc": Path("w")}, False),
         (["--upstream", "--follow-relative"], {"upstream": True, "follow_relative": True}, False),
         (["--crawl-id", "a" * 32], {"crawl_id": "a" * 32}, False),
+        (["--render", "--render-wait", "2.5", "--render-media"],
+         {"render": True, "render_wait": "2.5", "render_media": True}, False),
+        (["--render", "--render-wait", "idle"], {"render": True, "render_wait": "idle",
+         "upstream": True}, True),
         ([], {"follow_relative": False, "same_site": False, "obey_robots": False}, True),
     ],
 )  # fmt: skip

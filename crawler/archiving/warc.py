@@ -59,12 +59,14 @@ SOFTWARE = "crawler (Dramatiq's web-crawler example), warcio"
 @dataclass(frozen=True)
 class Stored:
     """Where a page's response went: the file, the response record's offset in it, its
-    payload digest, and whether it was a revisit of a payload stored before."""
+    payload digest, whether it was a revisit of a payload stored before, and the
+    record's ``WARC-Record-ID``."""
 
     file: str
     offset: int
     payload_digest: str
     revisit: bool
+    record_id: str = ""
 
 
 class _File:
@@ -308,6 +310,20 @@ class Keeper:
     def keep(self, fetched: Fetched, body: bytes) -> Stored:
         return self.page(fetched, body)
 
+    def rendered(self, stored: Stored, url: str, html: str) -> None:
+        """``--render``: the page's DOM as the browser left it, kept beside its response
+        as a ``conversion`` record that refers to it."""
+        writer = _writer()
+        record = writer.create_warc_record(
+            url,
+            "conversion",
+            payload=io.BytesIO(html.encode("utf-8")),
+            length=len(html.encode("utf-8")),
+            warc_content_type="text/html; charset=utf-8",
+            warc_headers_dict={"WARC-Refers-To": stored.record_id},
+        )
+        self.files.append(self.directory, self.crawl_id, self.options, _gzipped(writer, record))
+
 
 def keeper_of(
     files: WarcFiles,
@@ -369,11 +385,11 @@ def archive(
         uri, _, date = bytes(seen).decode().rpartition(" ")
         # The URL's own earlier try (a retry, a redelivery) stored it: not a duplicate.
         first_seen = (uri, date) if uri != response.url else None
-    records, date = page_records(response, body, address, digest, first_seen)
+    records, date, record_id = page_records(response, body, address, digest, first_seen)
     name, offset = files.append(directory, crawl_id, options, records)
     if first_seen is None and body:
         client.add(key, f"{response.url} {date}".encode(), time=ttl)
-    return Stored(name, offset, digest, revisit=first_seen is not None)
+    return Stored(name, offset, digest, revisit=first_seen is not None, record_id=record_id)
 
 
 def payload_digest(body: bytes) -> str:
@@ -387,10 +403,10 @@ def page_records(
     address: str | None,
     digest: str,
     first_seen: tuple[str, str] | None,
-) -> tuple[bytes, str]:
+) -> tuple[bytes, str, str]:
     """A page's records as gzip members: its ``response`` (or, when ``first_seen`` names
     the URI and date of the same payload stored before, a ``revisit``), then its
-    ``request``.  Returns them and their WARC-Date."""
+    ``request``.  Returns them, their WARC-Date and the first one's WARC-Record-ID."""
     writer = _writer()
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # warcio: naive UTC
     date = datetime_to_iso_date(now, use_micros=True)
@@ -415,6 +431,7 @@ def page_records(
             warc_headers_dict=warc_headers,
         )  # fmt: skip
     records = _gzipped(writer, record)
+    record_id = record.rec_headers.get_header("WARC-Record-ID")
     request = writer.create_warc_record(
         response.url,
         "request",
@@ -423,10 +440,10 @@ def page_records(
         http_headers=_request_headers(response),
         warc_headers_dict={
             "WARC-Date": date,
-            "WARC-Concurrent-To": record.rec_headers.get_header("WARC-Record-ID"),
+            "WARC-Concurrent-To": record_id,
         },
     )
-    return records + _gzipped(writer, request), date
+    return records + _gzipped(writer, request), date, record_id
 
 
 def _stored_headers(response: requests.Response, length: int) -> StatusAndHeaders:

@@ -191,6 +191,7 @@ class Reader:
             "limits": {
                 "max_rate": options.get("max_rate"),
                 "max_per_host": options.get("max_per_host"),
+                "render": bool(options.get("render")),
             },
             "failures": failed,
             "dead_letters": counted[FAILED],

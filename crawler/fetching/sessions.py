@@ -77,10 +77,17 @@ class HostAuth(requests.auth.AuthBase):
         self.variables = dict(variables)
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        host = urlsplit(request.url or "").hostname or ""
+        authorization = self.header_for(urlsplit(request.url or "").hostname or "")
+        if authorization is not None:
+            request.headers["Authorization"] = authorization
+        return request
+
+    def header_for(self, host: str) -> str | None:
+        """The ``Authorization`` header a request to ``host`` carries (None: none);
+        :class:`PermanentError` when the worker lacks the variable named for it."""
         variable = self.variables.get(host.lower())
         if variable is None:
-            return request
+            return None
         secret = os.environ.get(variable)
         if secret is None or ":" not in secret:
             raise PermanentError(
@@ -89,8 +96,7 @@ class HostAuth(requests.auth.AuthBase):
             )
         user, _, password = secret.partition(":")
         token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        request.headers["Authorization"] = f"Basic {token}"
-        return request
+        return f"Basic {token}"
 
 
 def session_for(settings: HttpSettings) -> requests.Session:

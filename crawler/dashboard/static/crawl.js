@@ -138,7 +138,8 @@ async function refresh() {
   const limits = [];
   if (crawl.limits.max_rate) limits.push("--max-rate " + crawl.limits.max_rate + " requests/s per host");
   if (crawl.limits.max_per_host) limits.push("--max-per-host " + crawl.limits.max_per_host + " in flight per host");
-  text("limits", limits.length ? "Limits: " + limits.join("; ") : "No per-host limit.");
+  const limitsLine = limits.length ? "Limits: " + limits.join("; ") : "No per-host limit.";
+  text("limits", limitsLine + (crawl.limits.render ? " --render: pages loaded in headless Chromium." : ""));
   drawChart(crawl.chart);
   drawOutcomes(crawl.outcomes);
   lastHosts = crawl.hosts;

@@ -1,0 +1,80 @@
+"""``--render``: pages loaded in headless Chromium (:mod:`crawler.rendering.browser`),
+the system's own (:mod:`crawler.rendering.chromium`)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import requests
+
+from crawler.environment import ACTOR_TIME_LIMIT, Limits
+from crawler.errors import PermanentError
+from crawler.fetching import Fetched
+from crawler.fetching.sessions import HostAuth, HttpSettings
+from crawler.options import CrawlOptions
+from crawler.rendering.browser import Rendered, Renderer, RenderJob
+from crawler.rendering.chromium import CannotRender, check
+
+__all__ = ["CannotRender", "RenderJob", "Rendered", "Renderer", "check", "job_of"]
+
+#: Seconds of the actor's time limit a render leaves for what follows it (the page's
+#: links and record), besides its page handler's time.
+MARGIN = 1.0
+
+
+def job_of(
+    fetched: Fetched,
+    body: bytes,
+    session: requests.Session,
+    crawl_options: CrawlOptions,
+    limits: Limits,
+    handler_seconds: float = 0.0,
+) -> RenderJob:
+    """The render of a page fetched with ``limits`` (its deadline, its size cap) in
+    ``session`` (the crawl's, for its cookies), by ``crawl_options``' rules; due to end
+    within the actor's time limit, ``handler_seconds`` and :data:`MARGIN` left over."""
+    started = fetched.deadline - limits.fetch_deadline  # the fetch's, at the actor's start
+    response, settings = fetched.response, HttpSettings.of(crawl_options)
+    authorization = {}
+    if isinstance(session.auth, HostAuth):  # each host's own credentials, for its requests
+        for host in session.auth.variables:
+            with contextlib.suppress(PermanentError):  # a host the page may never ask
+                authorization[host] = session.auth.header_for(host)
+    return RenderJob(
+        url=response.url,
+        status=response.status_code,
+        headers=tuple(response.headers.items()),
+        body=body,
+        deadline=min(
+            started + ACTOR_TIME_LIMIT - MARGIN - handler_seconds, time.monotonic() + 60.0
+        ),
+        public_only=fetched.public,
+        user_agent=crawl_options.user_agent,
+        headers_sent=settings.headers,
+        authorization={host: value for host, value in authorization.items() if value},
+        proxy=settings.proxy,
+        cookies=tuple(_cookies(session)) if settings.cookies else (),
+        wait=crawl_options.render_wait,
+        media=crawl_options.render_media,
+        max_chars=limits.max_body_bytes,
+        max_links=limits.max_links_per_page,
+    )
+
+
+def _cookies(session: requests.Session) -> list[dict[str, object]]:
+    """The session's cookies as Playwright takes them (those with a domain)."""
+    cookies: list[dict[str, object]] = []
+    for cookie in session.cookies:
+        if cookie.domain and cookie.value is not None:
+            one: dict[str, object] = {
+                "name": cookie.name,
+                "value": cookie.value,
+                "domain": cookie.domain,
+                "path": cookie.path or "/",
+                "secure": bool(cookie.secure),
+            }
+            if cookie.expires is not None:
+                one["expires"] = float(cookie.expires)
+            cookies.append(one)
+    return cookies
