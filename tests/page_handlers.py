@@ -16,6 +16,13 @@ def heading(page: Page) -> dict[str, Any]:
     return {"h1": h1.text() if h1 is not None else None, "bytes": len(page.body)}
 
 
+def links_seen(page: Page) -> dict[str, Any]:
+    """Whether the page was rendered, and the ``href``s of its tree's links (``--render``:
+    the rendered DOM's)."""
+    hrefs = [a.attributes.get("href") for a in page.tree.css("a[href]")]
+    return {"rendered": page.rendered is not None, "links": hrefs}
+
+
 def failing(page: Page) -> dict[str, Any]:
     """Raises on the pages whose URL ends with 3.html or 4.html; on 5.html, runs too long."""
     if page.url.endswith(("3.html", "4.html")):

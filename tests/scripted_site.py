@@ -21,7 +21,9 @@ _ADD = (
 
 
 def scripted(body: bytes) -> Page:
-    return Page(b"<html><head><script>" + _ADD + b"</script></head><body>" + body + b"</body></html>")
+    return Page(
+        b"<html><head><script>" + _ADD + b"</script></head><body>" + body + b"</body></html>"
+    )
 
 
 def scripted_site(site: SiteServer) -> str:
@@ -34,15 +36,16 @@ def scripted_site(site: SiteServer) -> str:
         b"<img src='/picture.png'></body></html>"
     )
     site.pages["/app.js"] = Page(
-        _ADD
-        + b"window.addEventListener('load', () => {\n"
+        _ADD + b"window.addEventListener('load', () => {\n"
         b"  add('/p/1.html');\n"
         b"  setTimeout(() => add('/p/2.html'), 300);\n"
         b"});\n",
         content_type="text/javascript",
     )
     site.pages["/picture.png"] = Page(b"\x89PNG\r\n\x1a\n", content_type="image/png")
-    site.pages["/p/1.html"] = scripted(b"<script>document.write('<a href=\"/p/3.html\">3</a>')</script>")
+    site.pages["/p/1.html"] = scripted(
+        b"<script>document.write('<a href=\"/p/3.html\">3</a>')</script>"
+    )
     site.pages["/p/2.html"] = scripted(
         b"<script>fetch('/links.json').then(r => r.json()).then(ls => ls.forEach(add))</script>"
     )

@@ -167,7 +167,7 @@ class Renderer:
         not settle by the deadline or the browser fails (retried as a failed fetch),
         :class:`PermanentError` when this machine cannot render or the DOM is too large."""
         loop, started = self._running_loop(), time.monotonic()
-        future = asyncio.run_coroutine_threadsafe(self._render(job), loop)
+        future = asyncio.run_coroutine_threadsafe(self._render(job, started), loop)
         try:
             rendered = future.result(timeout=max(job.deadline - time.monotonic(), 0) + GRACE)
             return dataclasses.replace(rendered, ms=(time.monotonic() - started) * 1000)
@@ -187,6 +187,8 @@ class Renderer:
             asyncio.run_coroutine_threadsafe(self._shut_down(), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -206,7 +208,7 @@ class Renderer:
                 atexit.register(self.close)
             return self._loop
 
-    async def _render(self, job: RenderJob) -> Rendered:
+    async def _render(self, job: RenderJob, started: float) -> Rendered:
         if self._open is None or self._launching is None:
             self._open, self._launching = asyncio.Semaphore(self.pages), asyncio.Lock()
         left = job.deadline - time.monotonic()
@@ -220,7 +222,7 @@ class Renderer:
             launched = await self._browser()
             launched.open += 1
             try:
-                return await _rendered(launched.browser, job)
+                return await _rendered(launched.browser, job, started)
             finally:
                 launched.open -= 1
                 launched.rendered += 1
@@ -283,8 +285,9 @@ def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
     loop.run_forever()
 
 
-async def _rendered(browser: Browser, job: RenderJob) -> Rendered:
-    """Load ``job``'s page in a context of its own and read it back once it settled."""
+async def _rendered(browser: Browser, job: RenderJob, started: float) -> Rendered:
+    """Load ``job``'s page in a context of its own and read it back once it settled
+    (``started``: when the job was handed over)."""
     from playwright.async_api import Error
     from playwright.async_api import TimeoutError as PlaywrightTimeout
 
@@ -313,7 +316,7 @@ async def _rendered(browser: Browser, job: RenderJob) -> Rendered:
         read = await page.evaluate(_READ, [job.max_chars, job.max_links])
     except PlaywrightTimeout:
         raise TransientError(
-            f"the page did not settle within {job.deadline - rules.started:.1f}s"
+            f"the page did not settle within {job.deadline - started:.1f}s"
             + (" (the network never went idle)" if job.wait is None else "")
         ) from None
     except Error as e:
@@ -338,7 +341,6 @@ class _Rules:
 
     def __init__(self, job: RenderJob) -> None:
         self.job = job
-        self.started = time.monotonic()
         self.refused = 0
         self.answered = False
         self.headers = {name.lower(): value for name, value in job.headers_sent}
