@@ -312,6 +312,20 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
         " - for standard input), all checked before anything is sent",
     )
     running.add_argument(
+        "--recrawl-from",
+        type=Path,
+        metavar="FILE",
+        help="FILE holds an earlier crawl's records (-o): ask each page whether it changed"
+        " (If-None-Match, If-Modified-Since) and follow an unchanged one's earlier links",
+    )
+    running.add_argument(
+        "--recrawl-warc",
+        type=Path,
+        metavar="DIR",
+        help="with --recrawl-from and --warc: the earlier crawl's WARC files, which an"
+        " unchanged page's revisit record points at",
+    )
+    running.add_argument(
         "--wait", action="store_true", help="workers' crawl: show its progress until it ends"
     )
     running.add_argument(

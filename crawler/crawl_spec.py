@@ -326,6 +326,8 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "render_media": switch,
     # how the crawl runs
     "input_file": seed_input,
+    "recrawl_from": path,
+    "recrawl_warc": path,
     "wait": switch,
     "crawl_id": crawl_id,
     "local": switch,
@@ -385,6 +387,9 @@ class CrawlSpec:
         ``postgresql://`` URL).
       dashboard(int): Serve the crawl's live page on this port (``--dashboard``).
       verbose(bool): Log every page (``-v``).
+      recrawl_from(Path): An earlier crawl's records: ask only whether each page changed
+        (``--recrawl-from``; the options' ``recrawl``).
+      recrawl_warc(Path): That crawl's WARC files, for its captures (``--recrawl-warc``).
     """
 
     seeds: tuple[str, ...]
@@ -399,6 +404,8 @@ class CrawlSpec:
     dashboard: int | None = None
     verbose: bool = False
     seed_file: SeedFile | None = None
+    recrawl_from: Path | None = None
+    recrawl_warc: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.seeds and self.seed_file is None:
@@ -411,6 +418,8 @@ class CrawlSpec:
             raise CrawlError("--threads works with --local only")
         if self.state is not None and not self.local:
             raise CrawlError("--state works with --local only")
+        if self.recrawl_warc is not None and self.recrawl_from is None:
+            raise CrawlError("--recrawl-warc works with --recrawl-from only")
         if self.output is not None and not (self.wait or self.local):
             raise CrawlError("--output works with --local or --wait")
         if self.items is not None and not (self.wait or self.local):
@@ -461,6 +470,8 @@ class CrawlSpec:
             items=given.get("items"),
             dashboard=given.get("dashboard"),
             verbose=given.get("verbose", False),
+            recrawl_from=given.get("recrawl_from"),
+            recrawl_warc=given.get("recrawl_warc"),
         )
 
 
@@ -577,6 +588,7 @@ def _crawl_options(
         render=render,
         render_wait=given.get("render_wait"),
         render_media=given.get("render_media", False),
+        recrawl="recrawl_from" in given,
         crawl_id=given.get("crawl_id") or uuid.uuid4().hex,
     )
     try:  # what workers will check: the same code, so the seeder never sends what they refuse

@@ -31,7 +31,7 @@ from crawler.errors import PermanentError
 from crawler.failures import reports_failures
 from crawler.fetching import Fetched, fetch
 from crawler.fetching.sessions import Sessions
-from crawler.frontier import claims, scope, sitemaps
+from crawler.frontier import claims, recrawl, scope, sitemaps
 from crawler.frontier.scope import child_arguments, page_links_to_follow, priority, report_dropped
 from crawler.handlers import Handlers, Page, page_of, requests_followed
 from crawler.links.cleaning import clean_anchor, clean_href
@@ -143,9 +143,19 @@ def crawl(
     rendered: Rendered | None = None
     agent, bounds = crawl_options.user_agent, limits.within(crawl_options.timeout)  # --timeout
     seconds = handlers.timeout_for(crawl_options.handler_timeout, bounds.fetch_deadline)
-    with slot, fetch(session, url, bounds, agent, via_public=via_public, keeper=keeper) as fetched:
-        body, stored = warc.read_page(fetched, limits, keeper)
-        if body is None:
+    earlier = earlier_of(crawl_options, url)  # --recrawl-from: what an earlier crawl saw
+    conditions = None if earlier is None else earlier.conditions()
+    with (
+        slot,
+        fetch(
+            session, url, bounds, agent, via_public=via_public, keeper=keeper, conditions=conditions
+        ) as fetched,
+    ):
+        unchanged = recrawl.unchanged(earlier, fetched.response.status_code)  # a 304
+        body, stored = (None, None) if unchanged else warc.read_page(fetched, limits, keeper)
+        if unchanged is not None:  # not downloaded again: its earlier links are followed
+            anchors, stored = not_modified(fetched, unchanged, keeper)
+        elif body is None:
             logger.warning("Skipping URL %r since it's not HTML.", url)
         else:
             rendered = render(fetched, body, session, crawl_options, bounds, keeper, stored)
@@ -166,7 +176,7 @@ def crawl(
     size = None if body is None else len(body)
     return records.page_record(
         url, fetched.response, anchors, depth, sent, dropped_links, stored, handled, size,
-        render_ms=None if rendered is None else rendered.ms,
+        render_ms=None if rendered is None else rendered.ms, earlier=earlier,
     )  # fmt: skip
 
 
@@ -187,6 +197,29 @@ def crawl_sitemap(
         actor_for(crawl), stores, get_session, url, sitemap, listed, options, via_public,
         limits=limits, lifetimes=lifetimes,
     )  # fmt: skip
+
+
+def earlier_of(crawl_options: CrawlOptions, url: str) -> recrawl.Earlier | None:
+    """With ``--recrawl-from``, what the earlier crawl saw of ``url``, while the store
+    holds it (none: the page is fetched in full)."""
+    if not crawl_options.recrawl:
+        return None
+    with stores.memcache_pool.reserve() as client:
+        return recrawl.earlier_of(client, crawl_options.crawl_id, url)
+
+
+def not_modified(
+    fetched: Fetched, earlier: recrawl.Earlier, keeper: warc.Keeper | None
+) -> tuple[list[str], warc.Stored | None]:
+    """A page unchanged since the earlier crawl: its earlier links, and where ``--warc``
+    kept its ``revisit`` record."""
+    logger.info("URL %r is unchanged since the earlier crawl.", fetched.response.url)
+    stored = None
+    if keeper is not None:
+        capture = earlier.capture
+        where = None if capture is None else (capture.record_id, capture.date)
+        stored = keeper.not_modified(fetched, earlier.payload_digest, where)
+    return list(earlier.links), stored
 
 
 def keeper_of(

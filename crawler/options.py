@@ -83,6 +83,9 @@ class CrawlOptions:
         render's deadline (``--render-wait``).
       render_media(bool): Let the browser load images, fonts and media too (by default
         they are refused) (``--render-media``).
+      recrawl(bool): The seeder kept an earlier crawl's records in the dedup store under
+        this crawl (``--recrawl-from``): each page is asked for with its validators, and
+        one answered ``304`` is ``unchanged``, its earlier links followed.
     """
 
     crawl_id: str | None = None
@@ -115,6 +118,7 @@ class CrawlOptions:
     render: bool = False
     render_wait: float | None = None
     render_media: bool = False
+    recrawl: bool = False
 
     def to_message(self) -> dict[str, Any] | None:
         """The options as a message keyword argument: only what differs from upstream."""
@@ -510,6 +514,7 @@ RULES: dict[str, Rule[Any]] = {
         f"a number of seconds above 0, at most {MAX_RENDER_WAIT:g}", render_seconds
     ),
     "render_media": FLAG,
+    "recrawl": FLAG,
 }
 
 

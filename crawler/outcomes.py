@@ -13,6 +13,9 @@ CRAWLED, NOT_HTML = "crawled", "not-html"
 #: Fetched, with ``--warc``: a payload the crawl had stored before (its links followed
 #: if HTML); the WARC files hold a ``revisit`` record for it.
 DUPLICATE_CONTENT = "duplicate-content"
+#: Asked again, with ``--recrawl-from``: the server answered ``304 Not Modified``; the
+#: earlier crawl's links of the page were followed, the page not downloaded again.
+UNCHANGED = "unchanged"
 #: Read, with ``--sitemaps``: a sitemap (or robots.txt naming sitemaps), whose URLs
 #: were sent as messages of their own.
 SITEMAP = "sitemap"
@@ -34,19 +37,22 @@ PAUSED = "paused"
 
 #: The outcomes that end a message, each counted once per message.
 ENDINGS = (
-    CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, DUPLICATE, OVER_BUDGET, DISALLOWED, CANCELLED,
-    ANSWERED, FAILED,
+    CRAWLED, NOT_HTML, DUPLICATE_CONTENT, UNCHANGED, SITEMAP, DUPLICATE, OVER_BUDGET, DISALLOWED,
+    CANCELLED, ANSWERED, FAILED,
 )  # fmt: skip
 #: Outcomes of an attempt that leave its message to come again.
 NOT_FINAL = (RETRYING, DEFERRED, PAUSED)
 #: Outcomes that go into an output file: the URLs a crawl fetched, was answered or gave up.
-WRITTEN = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, ANSWERED, FAILED)
+WRITTEN = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, UNCHANGED, SITEMAP, ANSWERED, FAILED)
 #: Outcomes after which the URL's claim is finished: its own message ended it.
-OWN_ENDINGS = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, ANSWERED, OVER_BUDGET, DISALLOWED)
+OWN_ENDINGS = (
+    CRAWLED, NOT_HTML, DUPLICATE_CONTENT, UNCHANGED, SITEMAP, ANSWERED, OVER_BUDGET, DISALLOWED,
+)  # fmt: skip
 
 
 def fetched(counts: Mapping[str, int]) -> int:
-    return counts.get(CRAWLED, 0) + counts.get(NOT_HTML, 0) + counts.get(DUPLICATE_CONTENT, 0)
+    """Pages asked for and answered: downloaded, or unchanged since the earlier crawl."""
+    return sum(counts.get(name, 0) for name in (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, UNCHANGED))
 
 
 def summary(
@@ -79,6 +85,8 @@ def summary(
         parts.append(f"{plural(counts[SITEMAP], 'sitemap')} read")
     if counts.get(DUPLICATE_CONTENT, 0):
         parts.append(f"{counts[DUPLICATE_CONTENT]} with content stored before")
+    if counts.get(UNCHANGED, 0):
+        parts.append(f"{counts[UNCHANGED]} unchanged since the earlier crawl")
     if every_part or counts.get(DISALLOWED, 0):
         parts.append(f"{counts.get(DISALLOWED, 0)} disallowed by robots.txt")
     if every_part or counts.get(OVER_BUDGET, 0):

@@ -19,8 +19,9 @@ import requests
 
 from crawler.archiving.warc import Stored
 from crawler.errors import Answered
+from crawler.frontier.recrawl import Earlier
 from crawler.handlers import Outcome
-from crawler.outcomes import ANSWERED, CRAWLED, DUPLICATE_CONTENT, NOT_HTML, SITEMAP
+from crawler.outcomes import ANSWERED, CRAWLED, DUPLICATE_CONTENT, NOT_HTML, SITEMAP, UNCHANGED
 
 Record = dict[str, Any]
 
@@ -36,6 +37,7 @@ def page_record(
     handled: Outcome | None = None,
     size: int | None = None,
     render_ms: float | None = None,
+    earlier: Earlier | None = None,
 ) -> Record:
     """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML,
     ``sent`` the ids of the messages it sent for the new URLs among them,
@@ -44,12 +46,17 @@ def page_record(
     handler made of it (``data`` and its ``items`` when it yielded some, or
     ``handler_error``), ``size`` the bytes of its body, when read, and ``render_ms``
     the time headless Chromium took when it rendered the page (``--render``).
+    ``earlier``: what an earlier crawl saw of it (``--recrawl-from``): a ``304`` answer
+    makes it ``unchanged``, its validators and digest the earlier ones.
     ``fetch_ms`` is the fetch's time alone, from its first
     request to its body read (to its headers when the body is not read): what
     :func:`crawler.fetching.read_body` left in ``response.elapsed``."""
     outcome = CRAWLED if links is not None else NOT_HTML
     if stored is not None and stored.revisit:
         outcome = DUPLICATE_CONTENT
+    unchanged = earlier is not None and response.status_code == 304
+    if unchanged:
+        outcome = UNCHANGED
     record = {
         "url": url,
         "outcome": outcome,
@@ -60,6 +67,13 @@ def page_record(
         "sent": sent,
         "fetch_ms": round(response.elapsed.total_seconds() * 1000, 1),
     }
+    for field, header, before in (
+        ("etag", "ETag", earlier and earlier.etag),
+        ("last_modified", "Last-Modified", earlier and earlier.last_modified),
+    ):  # the validators a recrawl asks with (--recrawl-from)
+        value = response.headers.get(header) or (before if unchanged else None)
+        if value:
+            record[field] = value
     if dropped_links:
         record["dropped_links"] = dropped_links
     if size is not None:
@@ -71,6 +85,8 @@ def page_record(
         record["warc_file"] = stored.file
         record["warc_offset"] = stored.offset
         record["payload_digest"] = stored.payload_digest
+    if unchanged and earlier is not None and earlier.payload_digest and stored is None:
+        record["payload_digest"] = earlier.payload_digest
     if handled is not None:
         record["data"] = handled.data
         if handled.items:  # for the crawl's item sink (--items)

@@ -29,7 +29,7 @@ from crawler.brokers import BROKER_ERRORS, local
 from crawler.crawl_spec import CrawlError as CrawlError
 from crawler.crawl_spec import CrawlSpec, SeedUrls
 from crawler.environment import Lifetimes, broker_address, dedup_store_name, dedup_url, uses_redis
-from crawler.frontier import politeness
+from crawler.frontier import politeness, recrawl
 from crawler.frontier.scope import message_of, priority
 from crawler.items.sinks import ItemSink, ItemSinkError, open_sink
 from crawler.options import CrawlOptions
@@ -85,6 +85,7 @@ def _run(
 ) -> int:
     crawl, stores, lifetimes, handlers = parts.crawl, parts.stores, parts.lifetimes, parts.handlers
     crawl_options = spec.options
+    earlier = _earlier_records(spec)  # --recrawl-from, checked whole before anything is sent
     if spec.local:
         _make_warc_directory(crawl_options.warc)
     seeds = seed_messages(crawl, spec.seed_urls, crawl_options)
@@ -96,7 +97,10 @@ def _run(
         )
     if not spec.local:
         try:
-            return _seed_for_workers(spec, crawl, stores, lifetimes, seeds)
+            status = reach_services(
+                lambda: _keep_earlier(stores, crawl_options, earlier, lifetimes)
+            )
+            return status or _seed_for_workers(spec, crawl, stores, lifetimes, seeds)
         except ItemSinkError as e:  # opening it
             return _sink_failed(e, progress)
     handler = crawl_options.handler
@@ -111,7 +115,9 @@ def _run(
         except rendering.CannotRender as e:
             raise CrawlError(str(e)) from e
     try:
-        return _run_locally(spec, crawl, stores, lifetimes, seeds, on_record, stop, progress)
+        return _run_locally(
+            spec, crawl, stores, lifetimes, seeds, on_record, stop, progress, earlier
+        )
     except DiskFull as e:
         again = (
             "run the same command to carry on" if spec.state is not None else "run the crawl again"
@@ -125,6 +131,31 @@ def _run(
         return _sink_failed(e, progress)
     finally:
         parts.renderer.close()  # its browser, if a page started one: none outlives the crawl
+
+
+def _earlier_records(spec: CrawlSpec) -> list[tuple[str, recrawl.Earlier]] | None:
+    """``--recrawl-from``: what a recrawl needs of each page of the earlier crawl's
+    records (:func:`crawler.frontier.recrawl.read_records`); a :class:`CrawlError`
+    naming the line of a file that is not such records."""
+    if spec.recrawl_from is None:
+        return None
+    try:
+        return list(recrawl.read_records(spec.recrawl_from, spec.seed_urls, spec.recrawl_warc))
+    except recrawl.RecrawlFileError as e:
+        raise CrawlError(str(e)) from e
+
+
+def _keep_earlier(
+    stores: Stores,
+    crawl_options: CrawlOptions,
+    earlier: list[tuple[str, recrawl.Earlier]] | None,
+    lifetimes: Lifetimes,
+) -> int:
+    """Keep ``earlier`` in the crawl's dedup store, for its workers (or ``--local``): 0."""
+    if earlier:
+        with stores.memcache_pool.reserve() as client:
+            recrawl.load(client, str(crawl_options.crawl_id), earlier, lifetimes.grace)
+    return 0
 
 
 def _sink_failed(error: ItemSinkError, progress: Progress | None) -> int:
@@ -210,6 +241,7 @@ def _run_locally(
     on_record: Callable[[Record], None] | None,
     stop: threading.Event | None,
     progress: Progress | None = None,
+    earlier: list[tuple[str, recrawl.Earlier]] | None = None,
 ) -> int:
     """``--local``: the crawl in this process, its ``--state`` kept on disk, by actors
     of its own on a broker of its own (:func:`crawler.brokers.local.serve`: ``crawl``
@@ -233,6 +265,7 @@ def _run_locally(
         if saved is not None and warc is not None and warc.is_dir():
             cut_partial_records(warc)  # a record the interruption cut short
         stores.keep_in_memory(warc, None if saved is None else SavedClient(saved))
+        _keep_earlier(stores, crawl_options, earlier, lifetimes)
         served = None
         if spec.dashboard is not None:  # reads the stores just chosen
             served = show_dashboard(stores, local_crawl, spec.dashboard, crawl_options, quiet=quiet)

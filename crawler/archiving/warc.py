@@ -310,6 +310,17 @@ class Keeper:
     def keep(self, fetched: Fetched, body: bytes) -> Stored:
         return self.page(fetched, body)
 
+    def not_modified(
+        self, fetched: Fetched, digest: str | None, capture: tuple[str, str] | None
+    ) -> Stored:
+        """``--recrawl-from``: a ``304`` answer, kept as a ``revisit`` record (profile
+        server-not-modified) of the earlier capture: its payload ``digest`` when known,
+        its record id and date when its WARC files were given (``capture``)."""
+        response = fetched.response
+        records, record_id = not_modified_records(response, fetched.address, digest, capture)
+        name, offset = self.files.append(self.directory, self.crawl_id, self.options, records)
+        return Stored(name, offset, digest or "", revisit=True, record_id=record_id)
+
     def rendered(self, stored: Stored, url: str, html: str) -> None:
         """``--render``: the page's DOM as the browser left it, kept beside its response
         as a ``conversion`` record that refers to it."""
@@ -444,6 +455,49 @@ def page_records(
         },
     )
     return records + _gzipped(writer, request), date, record_id
+
+
+#: The revisit profile of a ``304 Not Modified`` answer (WARC 1.1, section 6.7.3).
+SERVER_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+
+
+def not_modified_records(
+    response: requests.Response,
+    address: str | None,
+    digest: str | None,
+    capture: tuple[str, str] | None,
+) -> tuple[bytes, str]:
+    """A ``304``'s ``revisit`` record (its headers only) and its ``request``, as gzip
+    members, and the revisit's WARC-Record-ID."""
+    writer = _writer()
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    warc_headers = {
+        "WARC-Date": datetime_to_iso_date(now, use_micros=True),
+        "WARC-Profile": SERVER_NOT_MODIFIED,
+        "WARC-Refers-To-Target-URI": response.url,
+    }
+    if address:
+        warc_headers["WARC-IP-Address"] = address
+    if digest:
+        warc_headers["WARC-Payload-Digest"] = digest
+    if capture is not None:
+        warc_headers["WARC-Refers-To"], warc_headers["WARC-Refers-To-Date"] = capture
+    record = writer.create_warc_record(
+        response.url,
+        "revisit",
+        http_headers=_stored_headers(response, 0),
+        warc_headers_dict=warc_headers,
+    )
+    record_id = record.rec_headers.get_header("WARC-Record-ID")
+    request = writer.create_warc_record(
+        response.url,
+        "request",
+        payload=io.BytesIO(b""),
+        length=0,
+        http_headers=_request_headers(response),
+        warc_headers_dict={"WARC-Date": warc_headers["WARC-Date"], "WARC-Concurrent-To": record_id},
+    )
+    return _gzipped(writer, record) + _gzipped(writer, request), record_id
 
 
 def _stored_headers(response: requests.Response, length: int) -> StatusAndHeaders:

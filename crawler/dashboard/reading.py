@@ -37,6 +37,7 @@ from crawler.outcomes import (
     OVER_BUDGET,
     RETRYING,
     SITEMAP,
+    UNCHANGED,
     fetched,
 )
 from crawler.stores import STORE_ERRORS, StorePool
@@ -45,8 +46,8 @@ from crawler.tracking import figures
 
 #: The outcomes the dashboard shows, in its bar's order.
 OUTCOMES = (
-    CRAWLED, NOT_HTML, DUPLICATE_CONTENT, SITEMAP, DUPLICATE, DISALLOWED, OVER_BUDGET,
-    CANCELLED, ANSWERED, FAILED,
+    CRAWLED, NOT_HTML, DUPLICATE_CONTENT, UNCHANGED, SITEMAP, DUPLICATE, DISALLOWED,
+    OVER_BUDGET, CANCELLED, ANSWERED, FAILED,
 )  # fmt: skip
 #: Samples of a crawl kept for its chart (one a second at most: some 30 minutes).
 SAMPLES = 1800

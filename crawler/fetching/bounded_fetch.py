@@ -98,6 +98,7 @@ def fetch(
     via_public: bool,
     keeper: Keeper | None = None,
     max_redirects: int = MAX_REDIRECTS,
+    conditions: Mapping[str, str] | None = None,
 ) -> Fetched:
     """GET ``url`` for streaming, or raise a :mod:`crawler.errors` error saying why not.
 
@@ -107,6 +108,8 @@ def fetch(
     ``keeper`` (``--warc``) is offered each redirect and error response (4xx, 5xx)
     before the fetch goes on or raises; the final response is the caller's to keep.
     More than ``max_redirects`` redirects in a row is a :class:`PermanentError`.
+    ``conditions``: the headers of a conditional request (``--recrawl-from``), sent on
+    every hop; a ``304`` answer is returned as any final response is.
 
     A 5xx, 408 or 429 answer is a :class:`TransientError` (retried, after the
     ``Retry-After`` the server asked for); any other 4xx is :class:`Answered`: the URL's
@@ -115,7 +118,7 @@ def fetch(
     deadline = time.monotonic() + limits.fetch_deadline
     public = via_public
     for _hop in range(max_redirects + 1):
-        response, public = _get(session, url, user_agent, deadline, limits, public)
+        response, public = _get(session, url, user_agent, deadline, limits, public, conditions)
         fetched = Fetched(response, deadline, public, _peer_address(response))
         target = session.get_redirect_target(response)
         if target is None:
@@ -192,6 +195,7 @@ def _get(
     deadline: float,
     limits: Limits,
     public_so_far: bool,
+    conditions: Mapping[str, str] | None = None,
 ) -> tuple[requests.Response, bool]:
     """One hop: its response, and whether the fetch has touched a public address."""
     remaining = deadline - time.monotonic()
@@ -199,7 +203,9 @@ def _get(
         raise _overdue(limits)
     timeout = (min(TIMEOUT[0], remaining), min(TIMEOUT[1], remaining))
     try:
-        return _send_get(session, url, user_agent, timeout, public_only=public_so_far)
+        return _send_get(
+            session, url, user_agent, timeout, public_only=public_so_far, conditions=conditions
+        )
     except _PERMANENT_REQUEST_ERRORS as e:
         raise PermanentError(f"{type(e).__name__}: {e}") from e
     except (requests.ConnectionError, requests.Timeout) as e:
@@ -237,6 +243,7 @@ def _send_get(
     timeout: tuple[float, float],
     *,
     public_only: bool,
+    conditions: Mapping[str, str] | None = None,
 ) -> tuple[requests.Response, bool]:
     """``session.get(url, headers=..., timeout=..., stream=True, allow_redirects=False)``
     through the network guard; the response, and whether the fetch has touched a
@@ -261,6 +268,8 @@ def _send_get(
     the name can be checked, here and before the request (:func:`network_guard.check_hop`).
     """
     request, proxies, verify, cert = _prepare_hop(session, url, user_agent)
+    if conditions:
+        request.headers.update(conditions)
 
     def send(adapter: BaseAdapter) -> requests.Response:
         return adapter.send(

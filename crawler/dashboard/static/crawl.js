@@ -2,7 +2,7 @@
 // One crawl's page: polls /api/crawls/ID every second and redraws.
 const crawlId = decodeURIComponent(location.pathname.split("/").pop());
 const COLOURS = {
-  "crawled": "#2e7d32", "not-html": "#7cb342", "duplicate-content": "#9ccc65",
+  "crawled": "#2e7d32", "not-html": "#7cb342", "duplicate-content": "#9ccc65", "unchanged": "#66bb6a",
   "sitemap": "#26a69a", "duplicate": "#90a4ae", "disallowed": "#8d6e63",
   "over-budget": "#ffb300", "cancelled": "#5c6bc0", "answered": "#fb8c00", "failed": "#e53935",
 };
