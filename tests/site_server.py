@@ -152,10 +152,14 @@ def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
             finally:
                 server.answered()
             behavior = server.behaviors.get(self.path)
+            page = server.pages.get(self.path, NOT_FOUND)
+            etag = dict(page.headers).get("ETag")
             if behavior is not None:
                 behavior(self, nth)
+            elif etag is not None and self.headers.get("If-None-Match") == etag:
+                send(self, Page(b"", status=304, headers=(("ETag", etag),)))  # not modified
             else:
-                send(self, server.pages.get(self.path, NOT_FOUND))
+                send(self, page)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
