@@ -350,3 +350,13 @@ def test_no_browser_outlives_workers_killed_with_kill_9(
         site.release()
         workers.stop()
     assert wait_for_no_browser(mark) == []
+
+
+def test_a_renderer_closed_renders_again_on_a_loop_of_its_own(
+    site: SiteServer, renderer: Renderer
+) -> None:
+    site.pages["/"] = scripted(b"<script>add('/a.html')</script>")
+    for _ in range(2):  # as two crawls from Python, one after another, in one process
+        assert renderer.render(job(site, "/", wait=0.01)).links == (site.url("/a.html"),)
+        renderer.close()
+    assert renderer.launched == 2

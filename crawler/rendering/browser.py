@@ -156,6 +156,7 @@ class Renderer:
         self._executable: str | None = None
         self._launching: asyncio.Lock | None = None
         self._open: asyncio.Semaphore | None = None
+        self._at_exit = False
 
     @property
     def started(self) -> bool:
@@ -189,6 +190,7 @@ class Renderer:
         thread.join(timeout=5)
         if not thread.is_alive():
             loop.close()
+        self._open = self._launching = None  # bound to that loop: the next one makes its own
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -204,8 +206,10 @@ class Renderer:
                 )
                 thread.start()
                 ready.wait()
+                if self._thread is None and not self._at_exit:
+                    atexit.register(self.close)
+                    self._at_exit = True
                 self._loop, self._thread = loop, thread
-                atexit.register(self.close)
             return self._loop
 
     async def _render(self, job: RenderJob, started: float) -> Rendered:
