@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import sync_playwright
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler import example
@@ -25,7 +26,7 @@ from crawler.rendering import Renderer, RenderJob
 from crawler.rendering.browser import MEDIA
 from tests.scripted_site import PAGES, chromium, scripted, scripted_site, wait_for_no_browser
 from tests.site_server import Page, SiteServer, html
-from tests.support import FAST_FAILURES
+from tests.support import FAST_FAILURES, free_port
 from tests.test_network_guard import PUBLIC, public_addresses  # noqa: F401  (a fixture)
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
 
@@ -360,3 +361,32 @@ def test_a_renderer_closed_renders_again_on_a_loop_of_its_own(
         assert renderer.render(job(site, "/", wait=0.01)).links == (site.url("/a.html"),)
         renderer.close()
     assert renderer.launched == 2
+
+
+def test_the_dashboard_says_the_crawl_renders(site: SiteServer, system_chromium: str) -> None:
+    seed_url = scripted_site(site)
+    site.hold_from = 4  # robots.txt, the seed, its script: then the crawl waits on the site
+    port = free_port()
+    crawl = subprocess.Popen(
+        crawl_command("--local", "--render", seed_url, "--dashboard", str(port)),
+        cwd=PROJECT_ROOT, env=environment(**FAST_FAILURES), stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert crawl.stdout is not None
+        line = crawl.stdout.readline()
+        assert line.startswith(f"dashboard: http://127.0.0.1:{port}/crawl/"), line
+        with sync_playwright() as playwright:  # the page, in a real browser
+            browser = playwright.chromium.launch(executable_path=system_chromium)
+            page = browser.new_page()
+            page.goto(line.split()[1])
+            page.wait_for_function(
+                "document.getElementById('limits').textContent.includes('--render')"
+            )
+            said = page.inner_text("#limits")
+            browser.close()
+    finally:
+        site.release()
+        crawl.send_signal(signal.SIGINT)
+        crawl.communicate(timeout=60)
+    assert "--render: pages loaded in headless Chromium" in said
