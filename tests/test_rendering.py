@@ -390,3 +390,27 @@ def test_the_dashboard_says_the_crawl_renders(site: SiteServer, system_chromium:
         crawl.send_signal(signal.SIGINT)
         crawl.communicate(timeout=60)
     assert "--render: pages loaded in headless Chromium" in said
+
+
+def test_a_render_that_never_settles_ends_before_the_actor_s_time_limit(
+    site: SiteServer, rabbitmq_env: dict[str, str], tmp_path: Path
+) -> None:
+    """On a real worker: the render gives up within the 10 s time limit (Dramatiq never
+    has to interrupt it), the page fails as a fetch does, and the worker goes on."""
+    site.pages["/"] = html(
+        site.url("/next.html"), extra="<script>setInterval(() => fetch('/poll'), 100)</script>"
+    )
+    site.pages["/next.html"] = html()
+    site.pages["/poll"] = Page(b"{}", content_type="application/json")
+    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    workers = WorkerProcesses(env, processes=1, threads=2)
+    try:
+        output = tmp_path / "records.jsonl"
+        done = seed(env, site.url("/"), "--render", "--retries", "0", "--wait", "-o", str(output))
+    finally:
+        assert workers.stop() == 0
+    assert done.returncode == 1, done.stderr[-2000:]
+    (record,) = records_of(output)
+    assert record["outcome"] == "failed" and "did not settle" in record["error"]
+    assert 8000 < record["elapsed_ms"] < 10000
+    assert not workers.logged_any("Time limit exceeded")

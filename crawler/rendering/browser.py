@@ -59,8 +59,12 @@ MEDIA = frozenset({"image", "font", "media"})
 #: Response headers that describe the bytes on the wire, not the decoded body the page
 #: is answered with.
 _WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-#: Seconds a thread waits past a job's deadline for the browser to give the page up.
-GRACE = 2.0
+#: Seconds a thread waits past a job's deadline for the browser to give the page up:
+#: within what the deadline leaves of the actor's time limit
+#: (:data:`crawler.rendering.MARGIN`), so that Dramatiq's time limit never has to
+#: interrupt a render (its exception, raised in a thread at any point, can leave a lock
+#: such as a logging handler's held for good).
+GRACE = 0.5
 #: The DOM read back: the document's HTML, or None when it is longer than ``cap``
 #: characters; its links' resolved ``href``s, the first ``most``.
 _READ = """([cap, most]) => {
