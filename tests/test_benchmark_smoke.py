@@ -222,3 +222,37 @@ def test_fault_loops_smoke_run_loses_nothing_through_three_faults(tmp_path: Path
         assert figures[fault]["runs"] == figures[fault]["ended"] == 1, figures
         assert figures[fault]["never_fetched"] == figures[fault]["missing_from_output"] == 0
         assert figures[fault]["over_promise"] == 0
+
+
+def test_render_cost_smoke_run_crawls_with_and_without_render(
+    tmp_path: Path, memcached: object
+) -> None:
+    """CI's short version (``--local``, 20 pages: the browser's CPU is the run's, and the
+    suite's other processes share the machine); workers render in tests/test_rendering.py."""
+    result, figures = run_benchmark(
+        "render_cost.py", tmp_path / "render.json", "--pages", "20", "--runs", "local"
+    )
+
+    for run in ("local",):
+        assert figures[run]["pages"] == figures[f"{run} --render"]["pages"] == 20
+        rendered = figures[f"{run} --render"]
+        assert rendered["rendered_pages"] == 20 and rendered["browsers_left"] == []
+        assert rendered["pages_per_s"] > 0 and rendered["cpu_ms_per_page"] > 0
+        assert rendered["peak_memory_mib"] > 0 and rendered["x_plain_cpu_per_page"] > 0
+    assert "same pages, every page rendered, no browser left: yes" in result.stdout
+
+
+def test_recrawl_smoke_run_reaches_the_full_crawl_s_pages_downloading_less(
+    tmp_path: Path, memcached: object
+) -> None:
+    result, figures = run_benchmark(
+        "recrawl.py", tmp_path / "recrawl.json", "--pages", "120", "--runs", "local,rabbitmq"
+    )
+
+    for run in ("local", "rabbitmq"):
+        full, recrawl = figures[run]["full"], figures[run]["recrawl"]
+        assert figures[run]["same_page_set"], figures[run]
+        assert full["pages"] == recrawl["pages"] > 100
+        assert 0 < recrawl["body_bytes"] < full["body_bytes"]
+        assert recrawl["statuses"]["304"] > 0 and "304" not in full["statuses"]
+    assert "same page set as the full crawl: yes" in result.stdout

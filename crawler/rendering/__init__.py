@@ -49,6 +49,7 @@ def job_of(
         deadline=min(
             started + ACTOR_TIME_LIMIT - MARGIN - handler_seconds, time.monotonic() + 60.0
         ),
+        crawl=str(crawl_options.crawl_id),
         public_only=fetched.public,
         user_agent=crawl_options.user_agent,
         headers_sent=settings.headers,

@@ -40,6 +40,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,14 @@ from crawler.fetching import network_guard
 from crawler.rendering.chromium import CannotRender, check
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, Playwright, Route, WebSocketRoute
+    from playwright.async_api import (
+        Browser,
+        BrowserContext,
+        Page,
+        Playwright,
+        Route,
+        WebSocketRoute,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +96,8 @@ class RenderJob:
       headers(tuple): Its response headers, ``(name, value)`` pairs.
       body(bytes): Its body, decoded.
       deadline(float): The ``time.monotonic()`` by which the render must have ended.
+      crawl(str): The crawl's id: its pages share a browser context (cookies, storage),
+        no other crawl's.
       public_only(bool): The page was on a public address: the browser may reach no
         other kind.
       user_agent(str): The crawl's User-Agent.
@@ -106,6 +116,7 @@ class RenderJob:
     headers: tuple[tuple[str, str], ...]
     body: bytes
     deadline: float
+    crawl: str = ""
     public_only: bool = False
     user_agent: str | None = None
     headers_sent: tuple[tuple[str, str], ...] = ()
@@ -130,14 +141,108 @@ class Rendered:
     ms: float = 0.0
 
 
-class _Launched:
-    """A browser and the pages it has open; once retired it closes with its last one."""
+#: Renders a tab serves before it is closed and a new one opened.
+TAB_USES = 100
+#: Browser contexts (one a crawl) a browser keeps at most; the least recently used
+#: without a page in use is closed past it.
+CONTEXTS = 8
 
-    def __init__(self, browser: Browser) -> None:
-        self.browser = browser
+
+class _Tab:
+    """A page of a crawl's context, kept for the crawl's next render: the rules of the
+    render it serves now route its requests."""
+
+    def __init__(self, key: tuple[str, str | None, str | None], page: Page) -> None:
+        self.key, self.page = key, page
+        self.uses = 0
+        self.rules: _Rules | None = None
+
+    async def route(self, route: Route) -> None:
+        if self.rules is None:
+            await route.abort("blockedbyclient")
+        else:
+            await self.rules.route(route)
+
+    async def web_socket(self, socket: WebSocketRoute) -> None:
+        if self.rules is None:
+            await socket.close(code=1008, reason="no render in progress")
+        else:
+            await self.rules.web_socket(socket)
+
+
+class _Launched:
+    """A browser, its contexts (one a crawl: its cookies stay its own) and their tabs,
+    open or idle: no more than ``pages`` tabs at once.  Once retired it closes with its
+    last tab in use."""
+
+    def __init__(self, browser: Browser, pages: int) -> None:
+        self.browser, self.pages = browser, pages
+        self.contexts: OrderedDict[tuple[str, str | None, str | None], BrowserContext] = (
+            OrderedDict()
+        )
+        self.idle: list[_Tab] = []
+        self.using: Counter[tuple[str, str | None, str | None]] = Counter()
         self.open = 0
         self.rendered = 0
         self.retired = False
+
+    async def tab_for(self, job: RenderJob) -> _Tab:
+        """An idle tab of the job's crawl, or a new one (an idle tab of another crawl
+        closed first, when as many as :attr:`pages` are open)."""
+        key = (job.crawl, job.user_agent, job.proxy)
+        self.using[key] += 1
+        try:
+            return await self._tab(key, job)
+        except BaseException:
+            self.using[key] -= 1
+            raise
+
+    async def _tab(self, key: tuple[str, str | None, str | None], job: RenderJob) -> _Tab:
+        for tab in self.idle:
+            if tab.key == key:
+                self.idle.remove(tab)
+                return tab
+        if self.idle and len(self.idle) + self.open >= self.pages:
+            await _close_page(self.idle.pop(0).page)
+        context = self.contexts.get(key)
+        if context is None:
+            context = self.contexts[key] = await self.browser.new_context(
+                user_agent=job.user_agent,
+                proxy=None if job.proxy is None else {"server": job.proxy},
+                service_workers="block",
+            )
+            await self._close_old_contexts()
+        self.contexts.move_to_end(key)
+        tab = _Tab(key, await context.new_page())
+        await tab.page.route("**/*", tab.route)
+        await tab.page.route_web_socket(lambda _url: True, tab.web_socket)
+        return tab
+
+    async def done_with(self, tab: _Tab, healthy: bool) -> None:
+        """Keep ``tab`` for its crawl's next render, or close it (it failed, or served
+        :data:`TAB_USES` renders, or its browser is retired)."""
+        tab.rules, tab.uses = None, tab.uses + 1
+        self.using[tab.key] -= 1
+        if healthy and tab.uses < TAB_USES and not self.retired:
+            self.idle.append(tab)
+        else:
+            await _close_page(tab.page)
+
+    async def _close_old_contexts(self) -> None:
+        """Past :data:`CONTEXTS`, close the least recently used contexts that have no
+        tab in use (their idle tabs with them)."""
+        for key in list(self.contexts)[: max(len(self.contexts) - CONTEXTS, 0)]:
+            if self.using[key] > 0:
+                continue
+            self.idle = [tab for tab in self.idle if tab.key != key]
+            del self.using[key]
+            with contextlib.suppress(Exception):
+                await self.contexts.pop(key).close()
+
+
+async def _close_page(page: Page) -> None:
+    with contextlib.suppress(Exception):
+        await page.close()
 
 
 class Renderer:
@@ -230,7 +335,7 @@ class Renderer:
             launched = await self._browser()
             launched.open += 1
             try:
-                return await _rendered(launched.browser, job, started)
+                return await _rendered(launched, job, started)
             finally:
                 launched.open -= 1
                 launched.rendered += 1
@@ -269,7 +374,7 @@ class Renderer:
             raise TransientError(f"Chromium did not start: {_first_line(e)}") from e
         self.launched += 1
         logger.info("Started Chromium %s for --render.", browser.version)
-        return _Launched(browser)
+        return _Launched(browser, self.pages)
 
     async def _retire_if_done(self, launched: _Launched) -> None:
         if launched.retired and launched.open == 0:
@@ -293,35 +398,30 @@ def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
     loop.run_forever()
 
 
-async def _rendered(browser: Browser, job: RenderJob, started: float) -> Rendered:
-    """Load ``job``'s page in a context of its own and read it back once it settled
-    (``started``: when the job was handed over)."""
+async def _rendered(launched: _Launched, job: RenderJob, started: float) -> Rendered:
+    """Load ``job``'s page in a tab of its crawl's context and read it back once it
+    settled (``started``: when the job was handed over).  The tab is kept for the
+    crawl's next page unless this one failed."""
     from playwright.async_api import Error
     from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-    rules = _Rules(job)
+    rules, healthy = _Rules(job), False
     try:
-        context = await browser.new_context(
-            user_agent=job.user_agent,
-            proxy=None if job.proxy is None else {"server": job.proxy},
-            service_workers="block",
-            java_script_enabled=True,
-        )
+        tab = await launched.tab_for(job)
     except Error as e:
         raise TransientError(f"the browser failed: {_first_line(e)}") from e
+    tab.rules = rules
     try:
         if job.cookies:
-            await context.add_cookies(list(job.cookies))  # type: ignore[arg-type]
-        await context.route("**/*", rules.route)
-        await context.route_web_socket(lambda _url: True, rules.web_socket)
-        page = await context.new_page()
+            await tab.page.context.add_cookies(list(job.cookies))  # type: ignore[arg-type]
         left = _ms_left(job)
         if job.wait is None:
-            await page.goto(job.url, wait_until="networkidle", timeout=left)
+            await tab.page.goto(job.url, wait_until="networkidle", timeout=left)
         else:
-            await page.goto(job.url, wait_until="load", timeout=left)
-            await page.wait_for_timeout(min(job.wait * 1000, _ms_left(job)))
-        read = await page.evaluate(_READ, [job.max_chars, job.max_links])
+            await tab.page.goto(job.url, wait_until="load", timeout=left)
+            await tab.page.wait_for_timeout(min(job.wait * 1000, _ms_left(job)))
+        read = await tab.page.evaluate(_READ, [job.max_chars, job.max_links])
+        healthy = True
     except PlaywrightTimeout:
         raise TransientError(
             f"the page did not settle within {job.deadline - started:.1f}s"
@@ -330,8 +430,7 @@ async def _rendered(browser: Browser, job: RenderJob, started: float) -> Rendere
     except Error as e:
         raise TransientError(f"the browser failed: {_first_line(e)}") from e
     finally:
-        with contextlib.suppress(Exception):
-            await context.close()
+        await launched.done_with(tab, healthy)
     if read["html"] is None:
         raise PermanentError(f"the rendered page is over {job.max_chars} characters")
     return Rendered(read["html"], tuple(read["links"]), rules.refused)
