@@ -21,6 +21,13 @@ answer to its last, as the access log has them.  Bytes are nginx's
 (``$body_bytes_sent``: the bodies; ``$bytes_sent``: with the headers) for the crawl's
 answers.  The recrawl must reach the same URLs, with the same answered statuses, as
 the full crawl of the same site: else this says so and exits with status 1.
+
+``--limit-rate RATE`` (nginx's size syntax: ``256k``, ``1m``, ``8000``) puts nginx's
+``limit_rate RATE;`` in its config, to make downloads cost time as on a slow link.  nginx
+limits each answer, not each connection, and lets an answer send at once as many bytes
+as RATE x (its whole seconds so far + 1), pausing only after a send: an answer smaller
+than RATE (a 304, or a page of 10-15 KiB with ``256k``) goes out unslowed, and the next
+on the connection follows at once; a larger one takes about its size / RATE.
 """
 
 from __future__ import annotations
@@ -71,6 +78,8 @@ WORDS = VOCABULARY.split()
 TEXT_SIZES = (10 * 1024, 15 * 1024)
 #: An nginx access log line: ``$msec $uri $status $body_bytes_sent $bytes_sent``.
 LOG_FORMAT = "$msec $uri $status $body_bytes_sent $bytes_sent"
+#: nginx's size syntax, for ``limit_rate``: bytes, or kilobytes and megabytes.
+RATE = re.compile(r"[1-9][0-9]*[kKmM]?")
 ANCHOR = re.compile(r'<a href="[^"]+">[^<]*</a>\n')
 
 
@@ -132,9 +141,12 @@ def change_site(
 
 
 @contextmanager
-def nginx_with_bytes(directory: Path, port: int, access_log: Path, state: Path) -> Iterator[None]:
+def nginx_with_bytes(
+    directory: Path, port: int, access_log: Path, state: Path, limit_rate: str | None = None
+) -> Iterator[None]:
     """nginx serving ``directory`` on 127.0.0.1:``port``, as ``serve`` runs it, with an
-    access log of each answer's time, path, status, body bytes and bytes sent."""
+    access log of each answer's time, path, status, body bytes and bytes sent; each
+    answer sent at ``limit_rate`` (nginx's ``limit_rate``) when given."""
     nginx = shutil.which("nginx")
     if nginx is None:
         apt_install("nginx")
@@ -142,12 +154,13 @@ def nginx_with_bytes(directory: Path, port: int, access_log: Path, state: Path) 
     if nginx is None:
         raise SystemExit("nginx is not installed: apt-get install nginx (its 304s are measured)")
     conf = state / "nginx.conf"
+    limit = f" limit_rate {limit_rate};" if limit_rate else ""
     conf.write_text(
         f"daemon off; worker_processes 1; pid {state}/nginx.pid;"
         f"error_log {state}/nginx-error.log;"
         "events { worker_connections 1024; }"
         f"http {{ log_format bytes '{LOG_FORMAT}'; access_log {access_log} bytes;"
-        f" keepalive_requests 100000; {MIME_TYPES}"
+        f" keepalive_requests 100000;{limit} {MIME_TYPES}"
         f" server {{ listen 127.0.0.1:{port}; root {directory}; }} }}"
     )
     process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(state)])
@@ -284,6 +297,7 @@ def one_run(
         for name in ("body_bytes", "bytes_sent", "seconds", "own_seconds", "nginx_seconds")
     }
     result["same_page_set"] = all(same)
+    result["limit_rate"] = arguments.limit_rate
     return result
 
 
@@ -334,7 +348,14 @@ def main() -> int:
     parser.add_argument("--runs", default="local,rabbitmq", help=f"of {','.join(RUNS)}")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--limit-rate",
+        metavar="RATE",
+        help="nginx's limit_rate for each answer, e.g. 256k (default: none, loopback speed)",
+    )
     arguments = parser.parse_args()
+    if arguments.limit_rate is not None and not RATE.fullmatch(arguments.limit_rate):
+        parser.error("--limit-rate: a size as nginx writes it, e.g. 256k, 1m or 8000")
     runs = arguments.runs.split(",")
     if not set(runs) <= set(RUNS) or not runs:
         parser.error(f"--runs: a comma-separated list of {', '.join(RUNS)}")
@@ -347,7 +368,7 @@ def main() -> int:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         results = {}
-        with nginx_with_bytes(site, port, access_log, work):
+        with nginx_with_bytes(site, port, access_log, work, arguments.limit_rate):
             for run in runs:
                 results[run] = one_run(run, site, base, work, access_log, arguments)
     finally:
@@ -356,7 +377,8 @@ def main() -> int:
     print(
         f"site: {arguments.pages} pages of 10-15 KiB, {arguments.links} links each; then"
         f" {change['changed']} changed, {change['added']} added, {change['removed']} removed;"
-        f" median of {arguments.repeat} round(s)"
+        f" median of {arguments.repeat} round(s);"
+        f" nginx limit_rate: {arguments.limit_rate or 'none'}"
     )
     print(table(results))
     if arguments.json:

@@ -156,7 +156,7 @@ def test_media_is_loaded_only_when_asked_for(site: SiteServer, stub_broker: Any)
     assert {"image", "font", "media"} == MEDIA
 
 
-def job(site: SiteServer, path: str, seconds: float = 5.0, **rules: Any) -> RenderJob:
+def job(site: SiteServer, path: str, seconds: float = 20.0, **rules: Any) -> RenderJob:
     page = site.pages[path]
     return RenderJob(
         url=site.url(path),

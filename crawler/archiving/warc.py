@@ -441,20 +441,22 @@ def page_records(
             response.url, digest, uri, first_date, http_headers=headers,
             warc_headers_dict=warc_headers,
         )  # fmt: skip
-    records = _gzipped(writer, record)
     record_id = record.rec_headers.get_header("WARC-Record-ID")
+    records = _gzipped(writer, record) + _request_record(writer, response, date, record_id)
+    return records, date, record_id
+
+
+def _request_record(writer: WARCWriter, response: requests.Response, date: str, to: str) -> bytes:
+    """The ``request`` record of ``response``, concurrent to its record ``to``."""
     request = writer.create_warc_record(
         response.url,
         "request",
         payload=io.BytesIO(b""),
         length=0,
         http_headers=_request_headers(response),
-        warc_headers_dict={
-            "WARC-Date": date,
-            "WARC-Concurrent-To": record_id,
-        },
+        warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": to},
     )
-    return records + _gzipped(writer, request), date, record_id
+    return _gzipped(writer, request)
 
 
 #: The revisit profile of a ``304 Not Modified`` answer (WARC 1.1, section 6.7.3).
@@ -489,15 +491,8 @@ def not_modified_records(
         warc_headers_dict=warc_headers,
     )
     record_id = record.rec_headers.get_header("WARC-Record-ID")
-    request = writer.create_warc_record(
-        response.url,
-        "request",
-        payload=io.BytesIO(b""),
-        length=0,
-        http_headers=_request_headers(response),
-        warc_headers_dict={"WARC-Date": warc_headers["WARC-Date"], "WARC-Concurrent-To": record_id},
-    )
-    return _gzipped(writer, record) + _gzipped(writer, request), record_id
+    request = _request_record(writer, response, warc_headers["WARC-Date"], record_id)
+    return _gzipped(writer, record) + request, record_id
 
 
 def _stored_headers(response: requests.Response, length: int) -> StatusAndHeaders:
