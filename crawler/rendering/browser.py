@@ -18,13 +18,14 @@ What the browser may do:
   media are refused unless the crawl asks for them (``--render-media``); each carries
   the crawl's ``--header``s, its ``--auth-env`` credentials for their host only, its
   User-Agent, and goes through its ``--proxy``.  Service workers are blocked.
-- Each page has a browser context of its own (cookies, storage, cache): the crawl's
-  cookies for the page are copied in, none come back.
+- Each crawl has a browser context of its own (cookies, storage, cache), whose tabs
+  serve its renders one after another (:data:`TAB_USES` each; a tab whose render
+  failed is closed): the crawl's cookies are copied in, none come back.
 - The page settles (the network idle for 500 ms, or ``--render-wait`` seconds after
   its load event) within the job's deadline, else the attempt fails and is retried as
   a failed fetch is; so does a crashed tab or browser.  The DOM read back is capped.
 
-At most ``CRAWLER_RENDER_PAGES`` pages are open at once; the browser is replaced after
+At most ``CRAWLER_RENDER_PAGES`` tabs are open at once; the browser is replaced after
 ``CRAWLER_RENDER_RESTART`` pages, or once it crashed.  It runs on Chromium's
 ``--remote-debugging-pipe``: it exits when the process that drives it does, however
 that ends (a clean exit closes it first; a killed process closes its pipe).
