@@ -38,7 +38,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -58,11 +57,11 @@ from benchmarks.measuring import (
     broker_env,
     flush_services,
     free_port,
+    serve,
     start_workers,
     stop,
     write_site,
 )
-from benchmarks.measuring.generated_site import MIME_TYPES
 from scripts.services import apt_install
 
 RUNS = ("local", "rabbitmq", "redis")
@@ -144,39 +143,15 @@ def change_site(
 def nginx_with_bytes(
     directory: Path, port: int, access_log: Path, state: Path, limit_rate: str | None = None
 ) -> Iterator[None]:
-    """nginx serving ``directory`` on 127.0.0.1:``port``, as ``serve`` runs it, with an
-    access log of each answer's time, path, status, body bytes and bytes sent; each
-    answer sent at ``limit_rate`` (nginx's ``limit_rate``) when given."""
-    nginx = shutil.which("nginx")
-    if nginx is None:
+    """nginx serving ``directory`` on 127.0.0.1:``port`` (``serve``'s), with an access log
+    of each answer's time, path, status, body bytes and bytes sent; each answer sent at
+    ``limit_rate`` (nginx's ``limit_rate``) when given."""
+    if shutil.which("nginx") is None:
         apt_install("nginx")
-        nginx = shutil.which("nginx")
-    if nginx is None:
+    if shutil.which("nginx") is None:
         raise SystemExit("nginx is not installed: apt-get install nginx (its 304s are measured)")
-    conf = state / "nginx.conf"
-    limit = f" limit_rate {limit_rate};" if limit_rate else ""
-    conf.write_text(
-        f"daemon off; worker_processes 1; pid {state}/nginx.pid;"
-        f"error_log {state}/nginx-error.log;"
-        "events { worker_connections 1024; }"
-        f"http {{ log_format bytes '{LOG_FORMAT}'; access_log {access_log} bytes;"
-        f" keepalive_requests 100000;{limit} {MIME_TYPES}"
-        f" server {{ listen 127.0.0.1:{port}; root {directory}; }} }}"
-    )
-    process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(state)])
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "nginx did not start"
-            time.sleep(0.05)
-    try:
+    with serve(directory, port, access_log, state, log_format=LOG_FORMAT, limit_rate=limit_rate):
         yield
-    finally:
-        process.terminate()
-        process.wait()
 
 
 def answers_since(access_log: Path, offset: int) -> tuple[dict[str, Any], int]:

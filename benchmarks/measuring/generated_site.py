@@ -94,7 +94,13 @@ MIME_TYPES = (
 
 @contextmanager
 def serve(
-    directory: Path, port: int, access_log: Path | None = None, state: Path | None = None
+    directory: Path,
+    port: int,
+    access_log: Path | None = None,
+    state: Path | None = None,
+    *,
+    log_format: str = "$msec $uri $status",
+    limit_rate: str | None = None,
 ) -> Iterator[str]:
     """nginx (it is not the bottleneck; installed with apt-get when missing, if this runs
     as root), else Python's threaded server.
@@ -110,6 +116,9 @@ def serve(
         the epoch, to the millisecond, as it ends), path and status, one per line (none
         when None); :func:`served` and :func:`access_entry` read it.
       state(Path): A directory for nginx's own files.
+      log_format(str): nginx's access log line; its first three fields are those
+        :func:`access_entry` reads.
+      limit_rate(str): nginx's ``limit_rate`` for each answer (nginx only), when given.
     """
     nginx = shutil.which("nginx")
     if nginx is None:  # installed when it can be, as the docs are: figures need it
@@ -119,12 +128,13 @@ def serve(
         state = state or directory.parent
         conf = state / "nginx.conf"
         logging = f"access_log {access_log} paths;" if access_log else "access_log off;"
+        limit = f" limit_rate {limit_rate};" if limit_rate else ""
         conf.write_text(
             f"daemon off; worker_processes 1; pid {state}/nginx.pid;"
             f"error_log {state}/nginx-error.log;"
             "events { worker_connections 1024; }"
-            f"http {{ log_format paths '$msec $uri $status'; {logging}"
-            f" keepalive_requests 100000; {MIME_TYPES}"
+            f"http {{ log_format paths '{log_format}'; {logging}"
+            f" keepalive_requests 100000;{limit} {MIME_TYPES}"
             f" server {{ listen 127.0.0.1:{port}; root {directory}; }} }}"
         )
         process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(state)])
