@@ -36,7 +36,7 @@ def test_workers_fetch_every_page_of_a_site_exactly_once(
     # Links are claimed when sent, so a duplicate never enters the queue.
     assert workers.count("Crawling '") == PAGES
     assert workers.count("already been visited") == 0
-    assert workers.count("Traceback") == 0
+    assert workers.tracebacks() == []
 
 
 def test_with_publisher_confirms_a_waited_crawl_fetches_every_page_once(

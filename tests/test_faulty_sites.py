@@ -143,7 +143,7 @@ def crawl(request: pytest.FixtureRequest) -> Iterator[Crawl]:
 def test_every_message_ends_and_the_failed_ones_are_dead_lettered(crawl: Crawl) -> None:
     assert crawl.queued_after == 0
     assert crawl.dead_lettered == len(crawl.logged("Giving up on URL"))
-    assert crawl.workers.count("Traceback") == 0
+    assert crawl.workers.tracebacks() == []
 
 
 def test_connection_reset_then_200_is_retried_and_its_links_followed(crawl: Crawl) -> None:

@@ -60,6 +60,20 @@ class WorkerProcesses:
         with self._changed:
             return sum(text in line for line in self.lines)
 
+    def tracebacks(self) -> list[str]:
+        """Each traceback the workers logged, whole (for a test's failure message)."""
+        with self._changed:
+            lines = list(self.lines)
+        found = []
+        for i, line in enumerate(lines):
+            if "Traceback" in line:
+                end = next(
+                    (j for j in range(i + 1, len(lines)) if not lines[j].startswith((" ", "\t"))),
+                    len(lines) - 1,
+                )
+                found.append("\n".join(lines[max(i - 1, 0) : end + 1]))
+        return found
+
     def logged_any(self, text: str) -> bool:
         return self.count(text) > 0
 
