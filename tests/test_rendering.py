@@ -180,6 +180,8 @@ def test_a_page_that_never_settles_fails_its_attempt_within_the_deadline(
 ) -> None:
     site.pages["/busy.html"] = scripted(b"<script>setInterval(() => fetch('/poll'), 100)</script>")
     site.pages["/poll"] = Page(b"{}", content_type="application/json")
+    site.pages["/calm.html"] = html()
+    renderer.render(job(site, "/calm.html", wait=0.01))  # the browser up: its start not timed
     started = time.monotonic()
     with pytest.raises(
         TransientError, match=r"did not settle within 2\.0s \(the network never went idle\)"
