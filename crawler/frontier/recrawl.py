@@ -20,6 +20,7 @@ where every worker looks already.  Measured in ``docs/benchmarks.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -58,7 +59,6 @@ class Earlier:
       etag(str): Its ``ETag``.
       last_modified(str): Its ``Last-Modified``.
       links(tuple): The links its record listed, followed again when it is unchanged.
-      outcome(str): Its record's outcome (``not-html`` pages have no links).
       payload_digest(str): Its ``WARC-Payload-Digest`` when it was kept in WARC files.
       capture(Capture): Its WARC record, when the earlier WARC files were given.
     """
@@ -66,7 +66,6 @@ class Earlier:
     etag: str | None = None
     last_modified: str | None = None
     links: tuple[str, ...] = ()
-    outcome: str = CRAWLED
     payload_digest: str | None = None
     capture: Capture | None = None
 
@@ -81,7 +80,7 @@ class Earlier:
 
     def encoded(self) -> bytes:
         value: dict[str, Any] = {"e": self.etag, "m": self.last_modified, "l": list(self.links)}
-        value["o"], value["d"] = self.outcome, self.payload_digest
+        value["d"] = self.payload_digest
         if self.capture is not None:
             value["c"] = [self.capture.record_id, self.capture.date]
         return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
@@ -90,7 +89,7 @@ class Earlier:
     def decoded(cls, data: bytes) -> Earlier:
         value = json.loads(zlib.decompress(data))
         capture = None if value.get("c") is None else Capture(*value["c"])
-        return cls(value["e"], value["m"], tuple(value["l"]), value["o"], value["d"], capture)
+        return cls(value["e"], value["m"], tuple(value["l"]), value["d"], capture)
 
 
 def key(crawl_id: str, url: str) -> str:
@@ -140,14 +139,7 @@ def read_records(
     captures = _captures(warc) if warc is not None else {}
     for url, earlier in entries:
         capture = captures.get(url)
-        yield url, earlier if capture is None else _with_capture(earlier, capture)
-
-
-def _with_capture(earlier: Earlier, capture: Capture) -> Earlier:
-    return Earlier(
-        earlier.etag, earlier.last_modified, earlier.links, earlier.outcome,
-        earlier.payload_digest, capture,
-    )  # fmt: skip
+        yield url, earlier if capture is None else dataclasses.replace(earlier, capture=capture)
 
 
 #: The fields a record of the crawler has, and their types.
@@ -187,7 +179,6 @@ def _earlier(record: Mapping[str, Any]) -> Earlier:
         etag=record.get("etag"),
         last_modified=record.get("last_modified"),
         links=tuple(record["links"]),
-        outcome=record["outcome"],
         payload_digest=record.get("payload_digest"),
     )
 

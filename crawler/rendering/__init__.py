@@ -4,7 +4,6 @@ the system's own (:mod:`crawler.rendering.chromium`)."""
 from __future__ import annotations
 
 import contextlib
-import time
 
 import requests
 
@@ -36,24 +35,24 @@ def job_of(
     within the actor's time limit, ``handler_seconds`` and :data:`MARGIN` left over."""
     started = fetched.deadline - limits.fetch_deadline  # the fetch's, at the actor's start
     response, settings = fetched.response, HttpSettings.of(crawl_options)
-    authorization = {}
+    authorization: dict[str, str] = {}
     if isinstance(session.auth, HostAuth):  # each host's own credentials, for its requests
         for host in session.auth.variables:
             with contextlib.suppress(PermanentError):  # a host the page may never ask
-                authorization[host] = session.auth.header_for(host)
+                value = session.auth.header_for(host)
+                if value is not None:
+                    authorization[host] = value
     return RenderJob(
         url=response.url,
         status=response.status_code,
         headers=tuple(response.headers.items()),
         body=body,
-        deadline=min(
-            started + ACTOR_TIME_LIMIT - MARGIN - handler_seconds, time.monotonic() + 60.0
-        ),
+        deadline=started + ACTOR_TIME_LIMIT - MARGIN - handler_seconds,
         crawl=str(crawl_options.crawl_id),
         public_only=fetched.public,
         user_agent=crawl_options.user_agent,
         headers_sent=settings.headers,
-        authorization={host: value for host, value in authorization.items() if value},
+        authorization=authorization,
         proxy=settings.proxy,
         cookies=tuple(_cookies(session)) if settings.cookies else (),
         wait=crawl_options.render_wait,

@@ -133,12 +133,11 @@ class RenderJob:
 @dataclass(frozen=True)
 class Rendered:
     """What the browser made of a page: the DOM as HTML, the resolved ``href`` of each
-    ``a[href]`` in it, how many of its requests were refused, and the milliseconds the
-    render took (from the job handed over to the DOM read back)."""
+    ``a[href]`` in it, and the milliseconds the render took (from the job handed over to
+    the DOM read back)."""
 
     html: str
     links: tuple[str, ...]
-    refused: int = 0
     ms: float = 0.0
 
 
@@ -267,11 +266,6 @@ class Renderer:
         self._launching: asyncio.Lock | None = None
         self._open: asyncio.Semaphore | None = None
         self._at_exit = False
-
-    @property
-    def started(self) -> bool:
-        """Whether a browser was ever started in this process."""
-        return self.launched > 0
 
     def render(self, job: RenderJob) -> Rendered:
         """``job``'s page as the browser renders it; :class:`TransientError` when it does
@@ -434,7 +428,7 @@ async def _rendered(launched: _Launched, job: RenderJob, started: float) -> Rend
         await launched.done_with(tab, healthy)
     if read["html"] is None:
         raise PermanentError(f"the rendered page is over {job.max_chars} characters")
-    return Rendered(read["html"], tuple(read["links"]), rules.refused)
+    return Rendered(read["html"], tuple(read["links"]))
 
 
 def _ms_left(job: RenderJob) -> float:
@@ -449,7 +443,6 @@ class _Rules:
 
     def __init__(self, job: RenderJob) -> None:
         self.job = job
-        self.refused = 0
         self.answered = False
         self.headers = {name.lower(): value for name, value in job.headers_sent}
 
@@ -484,7 +477,6 @@ class _Rules:
         if await self._reachable(urlsplit(socket.url).hostname or ""):
             socket.connect_to_server()
         else:
-            self.refused += 1
             await socket.close(code=1008, reason="refused by the crawler's network guard")
 
     async def _reachable(self, host: str) -> bool:
@@ -496,7 +488,6 @@ class _Rules:
         return await loop.run_in_executor(None, network_guard.is_public, host)
 
     async def _refuse(self, route: Route, what: str) -> None:
-        self.refused += 1
         logger.debug("--render: refused %s (%s)", shown(route.request.url), what)
         await route.abort("blockedbyclient")
 
