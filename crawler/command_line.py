@@ -251,6 +251,7 @@ crawl_id = _flag_type(crawl_spec.crawl_id)
 whole_number = _flag_type(crawl_spec.whole_number)
 positive_int = _flag_type(crawl_spec.positive_int)
 threads = _flag_type(crawl_spec.threads)
+processes = _flag_type(crawl_spec.processes)
 rate = _flag_type(crawl_spec.rate)
 per_host = _flag_type(crawl_spec.per_host)
 domain_name = _flag_type(crawl_spec.domain_name)
@@ -338,6 +339,14 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
         "--local", action="store_true", help="crawl in this process until nothing is left"
     )
     running.add_argument("--threads", type=threads, help="--local's fetching threads (default 8)")
+    running.add_argument(
+        "--processes",
+        type=processes,
+        metavar="N",
+        help="--local's crawling processes, each with --threads threads, sharing one frontier"
+        " (default: one a core; one with --state, --dashboard, --max-rate, --max-per-host or"
+        " --render)",
+    )
     running.add_argument(
         "--state",
         type=Path,

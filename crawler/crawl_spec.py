@@ -112,6 +112,29 @@ def threads(value: Any) -> int:
     return _checked(value, THREADS, _digits)
 
 
+#: ``--processes`` at most.
+MAX_PROCESSES = 64
+PROCESSES = Rule(f"a whole number from 1 to {MAX_PROCESSES}", whole_between(1, MAX_PROCESSES))
+#: What a crawl of several ``--local`` processes cannot share yet: each of these runs
+#: the crawl in one process (refused with ``--processes`` above 1).
+ONE_PROCESS_OPTIONS = (
+    "state", "dashboard", "max_rate", "max_per_host", "max_pages", "max_pages_per_host", "render",
+)  # fmt: skip
+
+
+def processes(value: Any) -> int:
+    """``--local``'s crawling processes, 1 to ``MAX_PROCESSES``."""
+    return _checked(value, PROCESSES, _digits)
+
+
+def core_count() -> int:
+    """The cores this process may run on: ``--processes``' default."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def rate(value: Any) -> float:
     """``--max-rate``'s number (``nan``, ``inf`` and ``1e309``, which float() takes,
     would fail every page of the crawl)."""
@@ -332,6 +355,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "crawl_id": crawl_id,
     "local": switch,
     "threads": threads,
+    "processes": processes,
     "state": path,
     "output": path,
     "items": items,
@@ -381,6 +405,9 @@ class CrawlSpec:
       wait(bool): Follow the workers' crawl to its end (``--wait``).
       adding(bool): Add the seeds to the crawl ``options.crawl_id`` names (``--crawl-id``).
       threads(int): ``--local``'s fetching threads; None: :data:`DEFAULT_THREADS`.
+      processes(int): ``--local``'s crawling processes, each with ``threads`` threads;
+        None: one a core (:func:`core_count`), or one when the crawl has an option of
+        :data:`ONE_PROCESS_OPTIONS`.
       state(Path): ``--local``: keep the crawl on disk there (``--state``).
       output(Path): Write each URL's record there (``-o``; ``-``: standard output).
       items(str): Write the handler's items there (``--items``: a file or a
@@ -398,6 +425,7 @@ class CrawlSpec:
     wait: bool = False
     adding: bool = False
     threads: int | None = None
+    processes: int | None = None
     state: Path | None = None
     output: Path | None = None
     items: str | None = None
@@ -416,6 +444,13 @@ class CrawlSpec:
                 raise CrawlError(f"{flag(first)} and {flag(second)}: choose one")
         if self.threads is not None and not self.local:
             raise CrawlError("--threads works with --local only")
+        if self.processes is not None and not self.local:
+            raise CrawlError("--processes works with --local only")
+        if self.processes is not None and self.processes > 1 and self._one_process_option:
+            raise CrawlError(
+                f"--processes {self.processes} and {flag(self._one_process_option)}: a crawl"
+                f" with {flag(self._one_process_option)} runs in one process"
+            )
         if self.state is not None and not self.local:
             raise CrawlError("--state works with --local only")
         if self.recrawl_warc is not None and self.recrawl_from is None:
@@ -431,6 +466,27 @@ class CrawlSpec:
     def seed_urls(self) -> SeedUrls:
         """Every seed: those given, then the seed file's; iterated, read again."""
         return SeedUrls(self.seeds, self.seed_file)
+
+    @property
+    def _one_process_option(self) -> str | None:
+        """The first option given of those a crawl in several processes cannot share."""
+        given = {
+            "state": self.state,
+            "dashboard": self.dashboard,
+            "max_rate": self.options.max_rate,
+            "max_per_host": self.options.max_per_host,
+            "max_pages": self.options.max_pages,
+            "max_pages_per_host": self.options.max_pages_per_host,
+            "render": self.options.render or None,
+        }
+        return next((name for name in ONE_PROCESS_OPTIONS if given[name] is not None), None)
+
+    @property
+    def crawling_processes(self) -> int:
+        """``--local``'s processes, given or by default (one a core, or one)."""
+        if self.processes is not None:
+            return self.processes
+        return 1 if self._one_process_option else core_count()
 
     @property
     def fetching_threads(self) -> int:
@@ -465,6 +521,7 @@ class CrawlSpec:
             wait=wait,
             adding="crawl_id" in given,
             threads=given.get("threads"),
+            processes=given.get("processes"),
             state=given.get("state"),
             output=output,
             items=given.get("items"),

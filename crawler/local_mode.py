@@ -102,15 +102,15 @@ def run(
     not written is not acknowledged: carried on, it is fetched again)."""
     quiet = progress is not None
     progress = Progress() if progress is None else progress
-    full = _NoRoom(saved)
+    full = NoRoom(saved)
     if not quiet:
-        _log_through(progress, logging.INFO if verbose else logging.WARNING, quiet=full.event)
+        log_through(progress, logging.INFO if verbose else logging.WARNING, quiet=full.event)
     if saved is not None:
         saved.on_full = lambda error: full.noted(error.path)
     if warc_files is not None:
         warc_files.on_no_room = full.note
-    keep = _keeper(progress, full, output, on_record, items)
-    broker, worker = _workers(actor, saved, threads)
+    keep = keeper(progress, full, output, on_record, items)
+    broker, worker = workers(actor, saved, threads)
     keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
     broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
     worker.start()
@@ -118,7 +118,7 @@ def run(
     try:
         if saved is not None:
             _begin_run(broker, pool, saved, progress, carry_on=not seeds, quiet=quiet)
-        _start(pool, seeds, lifetimes)
+        start_counting(pool, seeds, lifetimes)
         for message in seeds:
             broker.enqueue(message)
         interrupted = _wait(broker, actor.queue_name, progress, full, stop)
@@ -131,7 +131,7 @@ def run(
     finally:
         quick = interrupted or full.error is not None
         worker.stop(timeout=STOP_TIMEOUT_MS if quick else 600_000)
-        _close(full, output, saved, warc_files, items)
+        close_files(full, output, saved, warc_files, items)
     if full.sink_error is not None:
         progress.clear()
         raise full.sink_error
@@ -139,11 +139,11 @@ def run(
         progress.clear()
         raise DiskFull(full.error.path)
     if quiet:
-        return _exit_status(progress, interrupted=interrupted)
-    return _say_the_end(progress, saved, interrupted=interrupted)
+        return exit_status(progress, interrupted=interrupted)
+    return say_the_end(progress, saved, interrupted=interrupted)
 
 
-def _workers(
+def workers(
     actor: dramatiq.Actor[Any, Any], saved: SavedState | None, threads: int
 ) -> tuple[local.PriorityStubBroker, dramatiq.Worker]:
     """``actor``'s broker (``--local``'s, with its short backoff), and its ``threads``."""
@@ -154,9 +154,9 @@ def _workers(
     return broker, dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
 
 
-def _keeper(
+def keeper(
     progress: Progress,
-    full: _NoRoom,
+    full: NoRoom,
     output: RecordFile | None,
     on_record: Callable[[Record], None] | None,
     items: ItemSink | None = None,
@@ -191,7 +191,7 @@ def _wait(
     broker: local.PriorityStubBroker,
     queue_name: str,
     progress: Progress,
-    full: _NoRoom,
+    full: NoRoom,
     stop: threading.Event | None,
 ) -> bool:
     """Wait until the queue is empty or a disk is full, showing progress meanwhile;
@@ -209,8 +209,8 @@ def _wait(
     return False
 
 
-def _close(
-    full: _NoRoom,
+def close_files(
+    full: NoRoom,
     output: RecordFile | None,
     saved: SavedState | None,
     warc_files: WarcFiles | None,
@@ -235,7 +235,7 @@ def _close(
         saved.close()
 
 
-def _say_the_end(progress: Progress, saved: SavedState | None, *, interrupted: bool) -> int:
+def say_the_end(progress: Progress, saved: SavedState | None, *, interrupted: bool) -> int:
     """The summary of the crawl; the exit status."""
     print(progress.summary(interrupted=interrupted), flush=True)
     if interrupted and saved is not None:
@@ -244,17 +244,17 @@ def _say_the_end(progress: Progress, saved: SavedState | None, *, interrupted: b
             " again to carry on.",
             flush=True,
         )
-    return _exit_status(progress, interrupted=interrupted)
+    return exit_status(progress, interrupted=interrupted)
 
 
-def _exit_status(progress: Progress, *, interrupted: bool) -> int:
+def exit_status(progress: Progress, *, interrupted: bool) -> int:
     """130 when interrupted, else 1 when a URL failed for good, else 0."""
     if interrupted:
         return 130
     return 1 if progress.counts[FAILED] else 0
 
 
-def _start(pool: StorePool, seeds: seeder.Messages, lifetimes: Lifetimes) -> None:
+def start_counting(pool: StorePool, seeds: seeder.Messages, lifetimes: Lifetimes) -> None:
     """Count a new crawl's seeds as discovered, and list it for the dashboard."""
     crawl_id = _crawl_id(seeds)
     if crawl_id is None:
@@ -361,7 +361,7 @@ def _give_back(
     return grew
 
 
-class _NoRoom:
+class NoRoom:
     """The first write the disk had no room for, in any thread: the crawl stops, the
     state file (when kept) writes nothing more, and the log goes quiet."""
 
@@ -399,7 +399,7 @@ class _NoRoom:
         return DiskFull(self.error.path)
 
 
-def _log_through(progress: Progress, level: int, quiet: threading.Event) -> None:
+def log_through(progress: Progress, level: int, quiet: threading.Event) -> None:
     """Log lines through the progress bar, none once ``quiet`` is set."""
     handler = ProgressLogHandler(progress)
     handler.addFilter(lambda record: not quiet.is_set())

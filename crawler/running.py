@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import dramatiq
 import redis
 
-from crawler import local_mode, rendering
+from crawler import local_mode, local_processes, rendering
 from crawler.archiving.warc import cut_partial_records
 from crawler.brokers import BROKER_ERRORS, local
 from crawler.crawl_spec import CrawlError as CrawlError
@@ -129,6 +129,12 @@ def _run(
         return 1
     except ItemSinkError as e:
         return _sink_failed(e, progress)
+    except local_processes.ProcessLost as e:  # killed, or failed: the crawl stopped
+        if progress is not None:
+            logger.error("crawler: %s; the crawl stopped", e)
+        else:
+            print(f"crawler: {e}; the crawl stopped", file=sys.stderr, flush=True)
+        return 1
     finally:
         parts.renderer.close()  # its browser, if a page started one: none outlives the crawl
 
@@ -262,6 +268,13 @@ def _run_locally(
         # --local: claims, counters and rate limits in this process, not in Memcached;
         # WARC files in the directory the command line named (the one its messages name).
         warc = None if crawl_options.warc is None else Path(crawl_options.warc)
+        if spec.crawling_processes > 1:  # one shard of the crawl a process
+            return local_processes.run(
+                crawl, stores, lifetimes, seeds, processes=spec.crawling_processes,
+                threads=spec.fetching_threads, output=output, verbose=spec.verbose, warc=warc,
+                earlier=None if not earlier else (str(crawl_options.crawl_id), earlier),
+                on_record=on_record, stop=stop, progress=progress, items=items,
+            )  # fmt: skip
         if saved is not None and warc is not None and warc.is_dir():
             cut_partial_records(warc)  # a record the interruption cut short
         stores.keep_in_memory(warc, None if saved is None else SavedClient(saved))

@@ -109,14 +109,19 @@ class _Priorities(queue.PriorityQueue):  # type: ignore[type-arg]
         return item
 
 
-def serve(actor: dramatiq.Actor[Any, Any], saved: SavedState | None = None) -> PriorityStubBroker:
+def serve(
+    actor: dramatiq.Actor[Any, Any],
+    saved: SavedState | None = None,
+    broker: PriorityStubBroker | None = None,
+) -> PriorityStubBroker:
     """A :class:`PriorityStubBroker` with actors of its own: for ``actor`` (``crawl``) and
     each actor declared with it on its queue (its sitemaps' actor), one of the same
     function, name, queue and options (``broker.get_actor(actor.actor_name)``); its
     messages kept in ``saved`` too, when given.  ``actor`` and its broker are left as
     they are: the actors' bodies send to the broker of the message they process
-    (:class:`~crawler.middleware.CurrentBroker`, :func:`~crawler.middleware.actor_for`)."""
-    broker = PriorityStubBroker(saved)
+    (:class:`~crawler.middleware.CurrentBroker`, :func:`~crawler.middleware.actor_for`).
+    ``broker``, when given, is the one to serve on (a shard's, with ``--processes``)."""
+    broker = PriorityStubBroker(saved) if broker is None else broker
     install(broker, CurrentMessage(), CurrentBroker())
     for each in actors_of_queue(actor):
         dramatiq.Actor(

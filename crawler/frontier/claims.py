@@ -484,6 +484,12 @@ def send_claimed(
     and given message ids.  The new claims are journaled and counted in the crawl's
     counters before anything is sent.
     """
+    route = getattr(actor.broker, "route_links", None)
+    if route is not None:  # --local --processes: links of other shards claimed by theirs
+        urls = route(
+            parent_id, list(urls), kwargs, own or {}, crawl_id=crawl_id, priority=priority,
+            sitemaps=sitemaps, first_delivery=first_delivery,
+        )  # fmt: skip
     names = {claim_name(url, sitemaps): url for url in urls}  # what each message claims
     digests, keys = _claim_keys(list(names), crawl_id)
     if not keys:

@@ -64,9 +64,9 @@ class Progress:
             self.items += figures.get("items", 0)
             self._fetched_before = fetched(self.counts)
 
-    def discover(self) -> None:
+    def discover(self, count: int = 1) -> None:
         with self._lock:
-            self.discovered += 1
+            self.discovered += count
 
     def record(self, record: Record) -> None:
         with self._lock:

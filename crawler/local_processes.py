@@ -1,0 +1,376 @@
+"""``--local --processes N``: one crawl in N processes, every core busy.
+
+Each process (forked from this one) is the whole of ``--local`` for one shard of the
+URLs (:mod:`crawler.brokers.shards`): its own broker, worker threads and in-memory
+store, the same ``crawl`` actor.  This process crawls nothing: it sends each shard its
+seeds, and takes in what the shards send back (their records, log lines and the URLs
+they discovered) as ``--local`` does its own: counted in the progress and the summary,
+written to ``--output`` and ``--items``, handed to ``on_record``.  It sees the end (no
+shard holds a message and no hand-over is in transit: :meth:`Shards.finished`), and
+stops them all on Ctrl-C (``stop``), a full disk or a shard that died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.handlers
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+import dramatiq
+
+from crawler import local_mode
+from crawler.brokers import local
+from crawler.brokers.shards import Handover, ShardBroker, Shards, owner_of, url_of
+from crawler.environment import Lifetimes
+from crawler.frontier import claims, recrawl
+from crawler.items.sinks import ItemSink, ItemSinkError
+from crawler.records import Record, RecordFile
+from crawler.stores import Stores
+from crawler.stores.saved import DiskFull
+from crawler.tracking import seeder
+from crawler.tracking.bookkeeping import keep_books
+from crawler.tracking.progress import Progress
+
+logger = logging.getLogger("crawler.local_processes")
+
+#: Seconds a shard waits on its inbox before it looks whether it is idle.
+SHARD_POLL = 0.02
+#: A shard sends its records on at least this often (seconds), or every BATCH of them.
+SEND_EVERY, BATCH = 0.05, 64
+#: Seconds past --local's own stop timeout that stopping shards get before they are killed.
+STOP_GRACE = 5.0
+
+
+class ProcessLost(RuntimeError):
+    """A crawling process ended without being told to (killed, or it failed)."""
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """The word to a shard to stop: ``quick`` (interrupted) or once idle."""
+
+    quick: bool
+
+
+def run(
+    crawl: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    lifetimes: Lifetimes,
+    seeds: seeder.Messages,
+    *,
+    processes: int,
+    threads: int,
+    output: RecordFile | None,
+    verbose: bool,
+    warc: Path | None = None,
+    earlier: tuple[str, list[tuple[str, recrawl.Earlier]]] | None = None,
+    on_record: Callable[[Record], None] | None = None,
+    stop: threading.Event | None = None,
+    progress: Progress | None = None,
+    items: ItemSink | None = None,
+) -> int:
+    """Crawl from ``seeds`` (messages of ``crawl``) in ``processes`` processes of
+    ``threads`` threads each, until nothing is left: as :func:`crawler.local_mode.run`
+    does in one (its exit status, summary and errors: :class:`DiskFull`,
+    :class:`ItemSinkError`; :class:`ProcessLost` when a process died).  ``warc`` is the
+    ``--warc`` directory the messages name; ``earlier`` the crawl's id and its
+    ``--recrawl-from`` pages, each kept by its shard."""
+    quiet = progress is not None
+    progress = Progress() if progress is None else progress
+    full = local_mode.NoRoom(None)
+    if not quiet:
+        level = logging.INFO if verbose else logging.WARNING
+        local_mode.log_through(progress, level, quiet=full.event)
+    keep = local_mode.keeper(progress, full, output, on_record, items)
+    context = multiprocessing.get_context("fork")  # the crawl as this process made it
+    shards = Shards.make(context, processes)
+    messages = list(seeds)
+    children: list[BaseProcess] = []
+    for index in range(processes):
+        mine = [m for m in messages if owner_of(url_of(m), processes) == index]
+        arguments = (
+            shards, index, crawl, stores, lifetimes, threads, mine,
+            _of_shard(earlier, index, processes), warc, logging.getLogger().getEffectiveLevel(),
+        )  # fmt: skip
+        child = context.Process(
+            target=_shard, name=f"crawler-shard-{index}", args=arguments, daemon=True
+        )
+        child.start()
+        children.append(child)
+    lost: str | None = None
+    interrupted = False
+    try:
+        interrupted, lost = _follow(shards, children, keep, progress, full, stop)
+    finally:
+        for each in children:
+            each.join(STOP_GRACE)
+            if each.is_alive():
+                each.kill()
+                each.join()
+        local_mode.close_files(full, output, None, None, items)
+    if full.sink_error is not None:
+        progress.clear()
+        raise full.sink_error
+    if full.error is not None:
+        progress.clear()
+        raise DiskFull(full.error.path)
+    if lost is not None:
+        progress.clear()
+        raise ProcessLost(lost)
+    if quiet:
+        return local_mode.exit_status(progress, interrupted=interrupted)
+    return local_mode.say_the_end(progress, None, interrupted=interrupted)
+
+
+def _of_shard(
+    earlier: tuple[str, list[tuple[str, recrawl.Earlier]]] | None, index: int, count: int
+) -> tuple[str, list[tuple[str, recrawl.Earlier]]] | None:
+    """The crawl's id and the ``--recrawl-from`` pages of shard ``index``."""
+    if earlier is None:
+        return None
+    crawl_id, pages = earlier
+    return crawl_id, [page for page in pages if owner_of(page[0], count) == index]
+
+
+def _follow(
+    shards: Shards,
+    children: list[BaseProcess],
+    keep: Callable[[Record, Any], None],
+    progress: Progress,
+    full: local_mode.NoRoom,
+    stop: threading.Event | None,
+) -> tuple[bool, str | None]:
+    """Take in what the shards send until each said it ended, telling them to stop at
+    the crawl's end, on ``stop`` or Ctrl-C (then interrupted), a full disk or a lost
+    shard; whether interrupted, and what was lost."""
+    ended: set[int] = set()
+    stopping, interrupted, lost = False, False, None
+    shown = time.monotonic()
+    while len(ended) < len(children):
+        try:
+            lost = lost or _take_in(shards, ended, keep, progress)
+            if not stopping:
+                gone = _gone(children, ended)
+                if gone is not None:
+                    lost = lost or gone
+                quick = (
+                    lost is not None
+                    or full.error is not None
+                    or (stop is not None and stop.is_set())
+                )
+                if quick or shards.finished():
+                    interrupted = stop is not None and stop.is_set()
+                    _tell_stop(shards, quick=quick)
+                    stopping, deadline = True, time.monotonic() + _stop_seconds()
+            elif time.monotonic() > deadline or _gone(children, ended):
+                break  # what is left is killed
+            if not stopping and time.monotonic() - shown > local_mode.REFRESH_MS / 1000:
+                progress.show()
+                shown = time.monotonic()
+        except KeyboardInterrupt:
+            interrupted = True
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the summary
+            if not stopping:
+                _tell_stop(shards, quick=True)
+                stopping, deadline = True, time.monotonic() + _stop_seconds()
+    return interrupted, lost
+
+
+def _stop_seconds() -> float:
+    return local_mode.STOP_TIMEOUT_MS / 1000 + STOP_GRACE
+
+
+def _take_in(
+    shards: Shards, ended: set[int], keep: Callable[[Record, Any], None], progress: Progress
+) -> str | None:
+    """What the shards sent, for a moment at most: a failed shard's traceback, if one."""
+    try:
+        item = shards.results.get(timeout=SHARD_POLL)
+    except queue.Empty:
+        return None
+    failed = None
+    while True:
+        kind, index, *payload = item
+        if kind == "ended":
+            ended.add(index)
+        elif kind == "failed":
+            ended.add(index)
+            failed = f"crawling process {index} failed:\n{payload[0]}"
+        else:
+            records, discovered, logs = payload
+            for line in logs:
+                logging.getLogger(line.name).handle(line)
+            progress.discover(discovered)
+            for record in records:
+                # A full disk or a failed sink stops the crawl (full.error): what is
+                # left is not written.
+                with contextlib.suppress(DiskFull, ItemSinkError):
+                    keep(record, None)
+        try:
+            item = shards.results.get_nowait()
+        except queue.Empty:
+            return failed
+
+
+def _gone(children: list[BaseProcess], ended: set[int]) -> str | None:
+    """A shard's process that ended without saying so: what became of it."""
+    for index, child in enumerate(children):
+        if index not in ended and child.exitcode is not None:
+            return f"crawling process {index} (pid {child.pid}) ended with status {child.exitcode}"
+    return None
+
+
+def _tell_stop(shards: Shards, *, quick: bool) -> None:
+    for inbox in shards.inboxes:
+        inbox.put(_Stop(quick))
+
+
+def _shard(
+    shards: Shards,
+    index: int,
+    crawl: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    lifetimes: Lifetimes,
+    threads: int,
+    seeds: list[dramatiq.Message[Any]],
+    earlier: tuple[str, list[tuple[str, recrawl.Earlier]]] | None,
+    warc: Path | None,
+    level: int,
+) -> None:
+    """One shard's process: ``--local`` for its URLs until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the first process's to handle
+    _die_with_parent()
+    outbox = _Outbox(shards, index)
+    handler = logging.handlers.QueueHandler(outbox)  # type: ignore[arg-type]
+    handler.setFormatter(logging.Formatter("%(message)s"))  # the first process's says the rest
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    try:
+        stores.keep_in_memory(warc)  # this shard's claims, counters and rate limits
+        if earlier:  # the --recrawl-from pages of this shard, under the crawl's id
+            with stores.memcache_pool.reserve() as client:
+                recrawl.load(client, earlier[0], earlier[1], lifetimes.grace)
+        broker = ShardBroker(shards, index)
+        actor = local.serve(crawl, broker=broker).get_actor(crawl.actor_name)
+        _, worker = local_mode.workers(actor, None, threads)
+        keep_books(broker, stores, lifetimes, also=outbox.keep, on_discover=outbox.discover)
+        broker.emit_after("process_boot")
+        worker.start()
+        quick = True
+        try:
+            local_mode.start_counting(stores, seeds, lifetimes)
+            for message in seeds:
+                broker.enqueue(message)
+            quick = _serve(shards, index, broker, actor, stores, lifetimes, outbox)
+        finally:
+            worker.stop(timeout=local_mode.STOP_TIMEOUT_MS if quick else 600_000)
+        outbox.flush()
+        shards.results.put(("ended", index))
+    except BaseException:
+        outbox.flush()
+        shards.results.put(("failed", index, traceback.format_exc()))
+    finally:
+        shards.results.close()
+        shards.results.join_thread()
+
+
+def _serve(
+    shards: Shards,
+    index: int,
+    broker: ShardBroker,
+    actor: dramatiq.Actor[Any, Any],
+    stores: Stores,
+    lifetimes: Lifetimes,
+    outbox: _Outbox,
+) -> bool:
+    """Take in the links other shards hand over until told to stop; idle, say so.
+    Whether the stop is a quick one (interrupted, or this process orphaned)."""
+    inbox, parent = shards.inboxes[index], os.getppid()
+    while True:
+        try:
+            item = inbox.get(timeout=SHARD_POLL)
+        except queue.Empty:
+            outbox.flush()
+            if broker.quiet():
+                shards.idle[index] = 1
+            if os.getppid() != parent:
+                return True
+            continue
+        if isinstance(item, _Stop):
+            return item.quick
+        shards.taken(index)
+        _claim(item, actor, stores, lifetimes)
+        shards.done_with()
+
+
+def _claim(
+    handover: Handover, actor: dramatiq.Actor[Any, Any], stores: Stores, lifetimes: Lifetimes
+) -> None:
+    """Claim and send the links another shard found, as if found here."""
+    with stores.memcache_pool.reserve() as client:
+        claims.send_claimed(
+            client, actor, handover.parent_id, handover.urls, handover.kwargs,
+            handover.crawl_id, lifetimes, first_delivery=handover.first_delivery,
+            priority=handover.priority, sitemaps=handover.sitemaps, own=handover.own,
+        )  # fmt: skip
+
+
+class _Outbox:
+    """What a shard sends the first process: records, log lines (a
+    :class:`~logging.handlers.QueueHandler`'s queue) and how many URLs it discovered,
+    in batches."""
+
+    def __init__(self, shards: Shards, index: int) -> None:
+        self.shards, self.index = shards, index
+        self._lock = threading.Lock()
+        self._records: list[Record] = []
+        self._logs: list[logging.LogRecord] = []
+        self._discovered = 0
+        self._sent = time.monotonic()
+
+    def keep(self, record: Record, message: Any) -> None:
+        with self._lock:
+            self._records.append(record)
+            if len(self._records) >= BATCH or time.monotonic() - self._sent > SEND_EVERY:
+                self._send()
+
+    def discover(self) -> None:
+        with self._lock:
+            self._discovered += 1
+
+    def put_nowait(self, line: logging.LogRecord) -> None:
+        with self._lock:
+            self._logs.append(line)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._records or self._logs or self._discovered:
+                self._send()
+
+    def _send(self) -> None:
+        batch = ("results", self.index, self._records, self._discovered, self._logs)
+        self.shards.results.put(batch)
+        self._records, self._logs, self._discovered = [], [], 0
+        self._sent = time.monotonic()
+
+
+def _die_with_parent() -> None:
+    """Linux: this process is killed with the one that started it (kill -9 included)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # elsewhere: the shard sees its parent change (_serve)
