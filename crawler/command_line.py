@@ -344,8 +344,7 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
         type=processes,
         metavar="N",
         help="--local's crawling processes, each with --threads threads, sharing one frontier"
-        " (default: one a core; one with --state, --dashboard, --max-rate, --max-per-host or"
-        " --render)",
+        " (default: one a core; one with --state, --dashboard or --render)",
     )
     running.add_argument(
         "--state",

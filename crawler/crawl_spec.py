@@ -117,9 +117,7 @@ MAX_PROCESSES = 64
 PROCESSES = Rule(f"a whole number from 1 to {MAX_PROCESSES}", whole_between(1, MAX_PROCESSES))
 #: What a crawl of several ``--local`` processes cannot share yet: each of these runs
 #: the crawl in one process (refused with ``--processes`` above 1).
-ONE_PROCESS_OPTIONS = (
-    "state", "dashboard", "max_rate", "max_per_host", "max_pages", "max_pages_per_host", "render",
-)  # fmt: skip
+ONE_PROCESS_OPTIONS = ("state", "dashboard", "render")
 
 
 def processes(value: Any) -> int:
@@ -473,10 +471,6 @@ class CrawlSpec:
         given = {
             "state": self.state,
             "dashboard": self.dashboard,
-            "max_rate": self.options.max_rate,
-            "max_per_host": self.options.max_per_host,
-            "max_pages": self.options.max_pages,
-            "max_pages_per_host": self.options.max_pages_per_host,
             "render": self.options.render or None,
         }
         return next((name for name in ONE_PROCESS_OPTIONS if given[name] is not None), None)

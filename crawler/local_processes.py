@@ -36,8 +36,9 @@ from crawler.brokers.shards import Handover, ShardBroker, Shards, owner_of, url_
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, recrawl
 from crawler.items.sinks import ItemSink, ItemSinkError
+from crawler.options import CrawlOptions
 from crawler.records import Record, RecordFile
-from crawler.stores import Stores
+from crawler.stores import Stores, shared
 from crawler.stores.saved import DiskFull
 from crawler.tracking import seeder
 from crawler.tracking.bookkeeping import keep_books
@@ -97,11 +98,13 @@ def run(
     context = multiprocessing.get_context("fork")  # the crawl as this process made it
     shards = Shards.make(context, processes)
     messages = list(seeds)
+    options = CrawlOptions.from_message(messages[0].kwargs.get("options")) if messages else None
+    store = shared.start(context) if options is not None and _shares_keys(options) else None
     children: list[BaseProcess] = []
     for index in range(processes):
         mine = [m for m in messages if owner_of(url_of(m), processes) == index]
         arguments = (
-            shards, index, crawl, stores, lifetimes, threads, mine,
+            shards, index, crawl, stores, store, lifetimes, threads, mine,
             _of_shard(earlier, index, processes), warc, logging.getLogger().getEffectiveLevel(),
         )  # fmt: skip
         child = context.Process(
@@ -120,6 +123,8 @@ def run(
                 each.kill()
                 each.join()
         local_mode.close_files(full, output, None, None, items)
+        if store is not None:
+            store.shutdown()
     if full.sink_error is not None:
         progress.clear()
         raise full.sink_error
@@ -132,6 +137,17 @@ def run(
     if quiet:
         return local_mode.exit_status(progress, interrupted=interrupted)
     return local_mode.say_the_end(progress, None, interrupted=interrupted)
+
+
+def _shares_keys(options: CrawlOptions) -> bool:
+    """Whether the crawl has keys its shards share (:mod:`crawler.stores.shared`)."""
+    return options.obey_robots or options.sitemaps or any(
+        value is not None
+        for value in (
+            options.max_pages, options.max_pages_per_host, options.max_per_host,
+            options.max_rate, options.warc,
+        )
+    )  # fmt: skip
 
 
 def _of_shard(
@@ -242,6 +258,7 @@ def _shard(
     index: int,
     crawl: dramatiq.Actor[Any, Any],
     stores: Stores,
+    store: shared.SharedStore | None,
     lifetimes: Lifetimes,
     threads: int,
     seeds: list[dramatiq.Message[Any]],
@@ -257,7 +274,11 @@ def _shard(
     handler.setFormatter(logging.Formatter("%(message)s"))  # the first process's says the rest
     logging.basicConfig(level=level, handlers=[handler], force=True)
     try:
-        stores.keep_in_memory(warc)  # this shard's claims, counters and rate limits
+        if store is None:  # this shard's claims, counters and rate limits
+            stores.keep_in_memory(warc)
+        else:  # and the keys all shards share
+            remote = store.client()  # type: ignore[attr-defined]
+            stores.keep_in_memory(warc, shared.ShardClient(remote), shared.rates_of(store))
         if earlier:  # the --recrawl-from pages of this shard, under the crawl's id
             with stores.memcache_pool.reserve() as client:
                 recrawl.load(client, earlier[0], earlier[1], lifetimes.grace)

@@ -11,9 +11,10 @@ import contextlib
 import ipaddress
 import math
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -141,6 +142,20 @@ class CrawlOptions:
             return UPSTREAM
         if not isinstance(values, dict):
             raise InvalidMessage(f"message options must be a JSON object, got {quoted(values)}")
+        # A crawl's messages carry the same options: checked once, the value then reused.
+        seen = repr(values)
+        known = _CHECKED.get(seen)
+        if known is not None:
+            return known
+        options = cls._checked(values)
+        with _CHECKED_LOCK:
+            if len(_CHECKED) >= CHECKED_CACHE:
+                _CHECKED.pop(next(iter(_CHECKED)))
+            _CHECKED[seen] = options
+        return options
+
+    @classmethod
+    def _checked(cls, values: dict[str, Any]) -> CrawlOptions:
         checked: dict[str, Any] = {}
         for name, value in values.items():
             rule = RULES.get(name)
@@ -182,6 +197,24 @@ class CrawlOptions:
         neither is set)."""
         if not (self.allowed_domains or self.allowed_sites):
             return True
+        # Most links of a crawl are on a few hosts: each one's answer is kept.
+        _, slashes, rest = url.partition("://")
+        netloc = rest.partition("/")[0].partition("?")[0]
+        if not slashes or any(c in netloc for c in "#\\ \t\r\n"):  # not as canonical URLs are
+            return self._allows_netloc(url)
+        allowed = self._hosts.get(netloc)
+        if allowed is None:
+            allowed = self._allows_netloc(url)
+            if len(self._hosts) < HOSTS_CACHE:
+                self._hosts[netloc] = allowed
+        return allowed
+
+    @cached_property
+    def _hosts(self) -> dict[str, bool]:
+        """:meth:`allows_host`'s answers, by the URLs' ``host:port`` (and user info)."""
+        return {}
+
+    def _allows_netloc(self, url: str) -> bool:
         host = (urlsplit(url).hostname or "").rstrip(".")
         if any(host == domain or host.endswith("." + domain) for domain in self.allowed_domains):
             return True
@@ -189,6 +222,12 @@ class CrawlOptions:
 
 
 UPSTREAM = CrawlOptions()
+#: Checked options kept by their message's spelling (:meth:`CrawlOptions.from_message`).
+CHECKED_CACHE = 64
+_CHECKED: dict[str, CrawlOptions] = {}
+_CHECKED_LOCK = threading.Lock()
+#: Hosts whose answer each options value keeps (:meth:`CrawlOptions.allows_host`).
+HOSTS_CACHE = 4096
 #: The options that are lists in a message (JSON has no tuples).
 _LISTS = frozenset(
     ("allowed_domains", "include", "exclude", "allowed_sites", "headers", "auth_env")

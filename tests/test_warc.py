@@ -346,7 +346,10 @@ def test_files_past_the_size_limit_are_closed_and_the_next_ones_each_open_with_w
     warc = tmp_path / "warc"
     env = environment(MEMCACHED_SERVERS="127.0.0.1:9", CRAWLER_WARC_MAX_BYTES="4000")
 
-    result = seed(env, "--local", site.url(page_path(0)), "--warc", str(warc), "--threads", "1")
+    result = seed(
+        env, "--local", site.url(page_path(0)), "--warc", str(warc), "--threads", "1",
+        "--processes", "1",
+    )  # fmt: skip
 
     assert result.returncode == 0, result.stdout + result.stderr
     files = sorted(warc.glob("*.warc.gz"))

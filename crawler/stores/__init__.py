@@ -60,12 +60,16 @@ class Stores:
         self._warc = (warc_max_bytes(), warc_directory())
 
     def keep_in_memory(
-        self, warc_root: Path | None = None, client: MemoryClient | None = None
+        self,
+        warc_root: Path | None = None,
+        client: MemoryClient | None = None,
+        rate_limits: RateLimiterBackend | None = None,
     ) -> None:
         """``--local``: claims, counters and rate limits in this process (in ``client``,
-        a :class:`~crawler.stores.memory.MemoryClient`: ``--state``'s is also on disk);
-        WARC files under ``warc_root`` (the one directory its messages name), else as
-        configured."""
+        a :class:`~crawler.stores.memory.MemoryClient`: ``--state``'s is also on disk, a
+        shard's shares a few keys with the others; in ``rate_limits``, when given: the
+        shards'); WARC files under ``warc_root`` (the one directory its messages name),
+        else as configured."""
         from dramatiq.rate_limits.backends import StubBackend
 
         from crawler.stores.memory import MemoryPool
@@ -74,7 +78,7 @@ class Stores:
             if self._opened is not None and not isinstance(self._opened[0], MemoryPool):
                 self._set_aside = self._opened  # the process's own, back after the crawl
             files = WarcFiles(self._warc[0], root=warc_root or self._warc[1])
-            backend = StubBackend()
+            backend = StubBackend() if rate_limits is None else rate_limits
             self._opened = (MemoryPool(client), backend, files)
 
     def leave_memory(self) -> None:

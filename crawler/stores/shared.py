@@ -1,0 +1,117 @@
+"""``--local --processes N``: the few keys every shard of a crawl shares.
+
+A shard's claims, journal and counters are its own (:mod:`crawler.brokers.shards`), but
+some of a crawl's keys count across all its pages: the page budgets (``--max-pages``,
+``--max-pages-per-host``), each host's places (``--max-per-host``), its rate
+(``--max-rate``, a rate limiter's backend) and the payloads ``--warc`` kept (a copy is a
+``revisit``), and the robots.txt rules fetched (each host's fetched once).  Those
+live in one more process (a :class:`multiprocessing.managers.BaseManager`
+server), which each shard's :class:`ShardClient` asks for them; the rest stays in the
+shard's memory.  A crawl without those options starts no such process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from multiprocessing.context import BaseContext
+from multiprocessing.managers import BaseManager
+from typing import Any
+
+from dramatiq.rate_limits import RateLimiterBackend
+from dramatiq.rate_limits.backends import StubBackend
+
+from crawler.stores.memory import MemoryClient
+
+#: The names of a crawl's keys (``crawl:{id}:NAME``) the shards share, and the
+#: prefixes of the other keys they share: the WARC payloads', the robots.txt rules'.
+SHARED_NAMES = (":page-budget", ":host-budget:", ":slot:")
+SHARED_PREFIXES = ("w:", "robots:")
+#: Seconds a shard keeps robots.txt rules it read from the shared store, unasked.
+ROBOTS_KEPT = 10.0
+
+
+def shared(key: str) -> bool:
+    """Whether ``key`` counts across the shards."""
+    return key.startswith(SHARED_PREFIXES) or (
+        key.startswith("crawl:") and any(name in key for name in SHARED_NAMES)
+    )
+
+
+class SharedStore(BaseManager):
+    """The process that keeps the shared keys (``client()``) and rates (``rates()``)."""
+
+
+_CLIENT = MemoryClient()
+_RATES = StubBackend()
+SharedStore.register("client", callable=lambda: _CLIENT)
+SharedStore.register(
+    "rates", callable=lambda: _RATES, exposed=("add", "incr", "decr", "incr_and_sum", "wait")
+)
+
+
+def start(context: BaseContext) -> SharedStore:
+    """The shared store's process, started (stop it with ``shutdown()``)."""
+    manager = SharedStore(ctx=context)
+    manager.start()
+    return manager
+
+
+class ShardClient(MemoryClient):
+    """A shard's store: its own keys in its memory, the :func:`shared` ones in
+    ``remote`` (the :class:`SharedStore`'s client)."""
+
+    def __init__(self, remote: Any) -> None:
+        super().__init__()
+        self.remote = remote
+        #: Robots.txt rules read from ``remote`` lately (each page asks for its host's).
+        self._rules = MemoryClient()
+
+    def get(self, key: str) -> Any:
+        if not shared(key):
+            return super().get(key)
+        if not key.startswith("robots:") or key.endswith(":lock"):
+            return self.remote.get(key)
+        value = self._rules.get(key)
+        if value is None:
+            value = self.remote.get(key)
+            if value is not None:
+                self._rules.set(key, value, ROBOTS_KEPT)
+        return value
+
+    def get_multi(self, keys: Iterable[str]) -> dict[str, Any]:
+        keys = list(keys)
+        theirs = [key for key in keys if shared(key)]
+        found = super().get_multi(key for key in keys if not shared(key))
+        if theirs:
+            found.update(self.remote.get_multi(theirs))
+        return found
+
+    def set(self, key: str, value: Any, time: float = 0) -> bool:
+        if shared(key):
+            return bool(self.remote.set(key, value, time))
+        return super().set(key, value, time)
+
+    def add(self, key: str, value: Any, time: float = 0) -> bool:
+        if shared(key):
+            return bool(self.remote.add(key, value, time))
+        return super().add(key, value, time)
+
+    def add_multi(self, mapping: Mapping[str, Any], time: float = 0) -> list[str]:
+        theirs = {key: value for key, value in mapping.items() if shared(key)}
+        taken = super().add_multi({k: v for k, v in mapping.items() if k not in theirs}, time)
+        return taken + (list(self.remote.add_multi(theirs, time)) if theirs else [])
+
+    def delete(self, key: str) -> bool:
+        return bool(self.remote.delete(key)) if shared(key) else super().delete(key)
+
+    def incr(self, key: str, delta: int = 1) -> int:
+        return int(self.remote.incr(key, delta)) if shared(key) else super().incr(key, delta)
+
+    def touch(self, key: str, time: float) -> bool:
+        return bool(self.remote.touch(key, time)) if shared(key) else super().touch(key, time)
+
+
+def rates_of(manager: SharedStore) -> RateLimiterBackend:
+    """The rate limiters' backend the shards share."""
+    rates: RateLimiterBackend = manager.rates()  # type: ignore[attr-defined]
+    return rates
