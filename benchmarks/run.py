@@ -64,6 +64,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -88,6 +89,7 @@ from benchmarks.measuring import (
     CrawlCpu,
     broker_env,
     crawl_locally,
+    crawl_with_defaults,
     crawl_with_scrapy,
     crawl_with_wget,
     crawl_with_workers,
@@ -121,7 +123,11 @@ def main() -> int:
         default=DEFAULT_THREADS,
         help="per worker process; Scrapy and --local get processes x threads",
     )
-    parser.add_argument("--quick", action="store_true", help="skip Scrapy and the ceilings")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="skip Scrapy and the ceilings (with --site: the workers and Scrapy)",
+    )
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds, taking turns; the median is reported"
     )
@@ -279,11 +285,34 @@ DOCS_OPTIONS = ("--follow-relative", "--same-domain")
 DOCS_SPIDER = "scrapy_docs_spider.py"
 
 
-def html_pages(access_log: Path) -> set[str]:
-    """The HTML pages served with status 200 since the log was emptied; empties it."""
+def html_pages(access_log: Path) -> tuple[set[str], float]:
+    """The HTML pages served with status 200 since the log was emptied, and the seconds
+    from the first request to the last; empties the log."""
     pages = {path for path in served(access_log) if path.endswith((".html", "/"))}
+    times = [when for when, _, _ in map(access_entry, access_log.read_text().splitlines()) if when]
     access_log.write_text("")
-    return pages
+    return pages, (max(times) - min(times) if times else 0.0)
+
+
+def on_the_server_clock(
+    crawl: Callable[[], dict[str, Any] | None], access_log: Path
+) -> tuple[dict[str, Any] | None, set[str]]:
+    """``crawl``'s figures, its pages/s on nginx's clock (its HTML pages from the first
+    request to the last) and its CPU per page (its processes' and their children's);
+    the HTML pages it fetched."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    outcome = crawl()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    fetched, seconds = html_pages(access_log)
+    if outcome is None:
+        return None, fetched
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    outcome.update(
+        html_pages=len(fetched), first_to_last_s=round(seconds, 3),
+        pages_per_s=len(fetched) / seconds if seconds else float("nan"),
+        cpu_ms_per_page=1000 * cpu / max(1, len(fetched)),
+    )  # fmt: skip
+    return outcome, fetched
 
 
 def measure_docs(
@@ -321,35 +350,32 @@ def measure_docs(
                 prefix = tmp / f"round-{round_}"
                 prefix.mkdir()
                 log.write_text("")
-                runs.setdefault("wget", []).append(crawl_with_wget(seed, prefix))
-                reference = html_pages(log)
-                runs["wget"][-1].update(pages=len(reference))
                 contenders: dict[str, Callable[[], dict[str, Any] | None]] = {
-                    broker: partial(
-                        crawl_with_workers, broker, seed, prefix, processes=processes,
-                        threads=threads, options=DOCS_OPTIONS, exits=(0, 1),
-                    )
-                    for broker in BROKERS
-                }  # fmt: skip
-                contenders["local"] = partial(
-                    crawl_locally, seed, threads=processes * threads, options=DOCS_OPTIONS,
-                    exits=(0, 1),
-                )  # fmt: skip
+                    "wget": partial(crawl_with_wget, seed, prefix),
+                    # `crawler crawl --local SEED` as a user runs it: its defaults (one
+                    # process a core), then on one process, as before --processes.
+                    "local": partial(crawl_with_defaults, seed),
+                    "local_1": partial(crawl_with_defaults, seed, "--processes", "1"),
+                }
                 if not quick:
+                    for broker in BROKERS:
+                        contenders[broker] = partial(
+                            crawl_with_workers, broker, seed, prefix, processes=processes,
+                            threads=threads, options=DOCS_OPTIONS, exits=(0, 1),
+                        )  # fmt: skip
                     contenders["scrapy"] = partial(
                         crawl_with_scrapy, seed, prefix, concurrency=processes * threads,
                         spider=DOCS_SPIDER,
                     )  # fmt: skip
+                reference: set[str] = set()
                 for run, crawl in contenders.items():
-                    outcome = crawl()
-                    fetched = html_pages(log)
+                    outcome, fetched = on_the_server_clock(crawl, log)
+                    if run == "wget":
+                        reference = fetched
                     if outcome is None:
                         continue
-                    outcome["html_pages"] = len(fetched)
                     differences.setdefault(run, []).append(len(fetched ^ reference))
                     runs.setdefault(run, []).append(outcome)
-    for one in runs["wget"]:
-        one["pages_per_s"] = one["pages"] / one["seconds"]
     for run, rounds in runs.items():
         results[run] = median_run(rounds)
         results[run]["rounds"] = rounds
@@ -370,12 +396,12 @@ def docs_table(results: dict[str, Any]) -> str:
         f"{'yes' if results['same_pages'] else 'NO'} {results['pages_differing_from_wget']}",
         f"{'run':<10} {'pages':>6} {'pages/s':>8} {'CPU ms/page':>11} {'/Scrapy':>7} {'/wget':>7}",
     ]
-    for run in ("rabbitmq", "redis", "local", "scrapy", "wget"):
+    for run in ("rabbitmq", "redis", "local", "local_1", "scrapy", "wget"):
         figures = results.get(run)
         if not figures:
             continue
         rate = figures["pages_per_s"]
-        pages = figures.get("html_pages", figures.get("pages"))
+        pages = figures["html_pages"]
         lines.append(
             f"{run:<10} {pages:>6} {rate:>8.0f} "
             f"{figures.get('cpu_ms_per_page', float('nan')):>11.2f} "

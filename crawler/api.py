@@ -120,6 +120,8 @@ class Crawl:
     Parameters:
       urls(Sequence): The seeds.
       threads(int): Fetching threads (8).
+      processes(int): Crawling processes, each with ``threads`` threads (1: this one;
+        more are forked, as ``crawler crawl --local --processes N`` does).
       handler(str|Callable): A page handler, ``package.module:function`` or the
         function itself: what it returns is each page's record's ``data``.
       state(Path): Keep the crawl on disk there (``--state``): the same crawl made
@@ -136,6 +138,7 @@ class Crawl:
         urls: Sequence[str],
         *,
         threads: int = 8,
+        processes: int = 1,
         handler: str | Handler | None = None,
         state: str | Path | None = None,
         output: str | Path | None = None,
@@ -143,7 +146,10 @@ class Crawl:
     ) -> None:
         parts = self._parts = _parts()
         handler_name = _handler_option(parts.handlers, handler)
-        extra = {"threads": threads, "state": state, "output": output, "handler": handler_name}
+        extra = {
+            "threads": threads, "processes": processes, "state": state, "output": output,
+            "handler": handler_name,
+        }  # fmt: skip
         self.spec = _spec(urls, {**options, **extra, "local": True})
         self._records: queue.Queue[Record | None] = queue.Queue()
         self._stop = threading.Event()

@@ -26,6 +26,7 @@ from benchmarks.measuring.accounting import (
 from benchmarks.measuring.ceiling import noop_ceiling
 from benchmarks.measuring.contenders import (
     crawl_locally,
+    crawl_with_defaults,
     crawl_with_scrapy,
     crawl_with_wget,
     crawl_with_workers,
@@ -53,6 +54,7 @@ __all__ = [
     "children",
     "cpu_seconds",
     "crawl_locally",
+    "crawl_with_defaults",
     "crawl_with_scrapy",
     "crawl_with_wget",
     "crawl_with_workers",

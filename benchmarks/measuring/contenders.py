@@ -168,6 +168,25 @@ def crawl_locally(
     return {"pages": pages, "seconds": pages / rate, "pages_per_s": rate}
 
 
+def crawl_with_defaults(seed: str, *options: str) -> dict[str, Any]:
+    """``crawler crawl --local SEED`` with its defaults (and ``options``), as a user runs it.
+
+    Parameters:
+      seed(str): The first page's URL.
+      options(tuple): More of its flags, such as ``--processes 1``.
+    """
+    env = dict(os.environ, MEMCACHED_SERVERS="127.0.0.1:9")
+    command = "import sys; from crawler.command import main; sys.exit(main())"
+    result = subprocess.run(
+        [sys.executable, "-c", command, "crawl", "--local", seed, *options],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert result.returncode in (0, 1), result.stdout + result.stderr  # 1: the docs' 404 link
+    summary = re.search(r"(\d+) pages fetched \(([\d.]+) pages/s\)", result.stdout)
+    assert summary, result.stdout
+    return {"pages": int(summary.group(1)), "own_pages_per_s": float(summary.group(2))}
+
+
 def crawl_with_scrapy(
     seed: str, tmp: Path, *, concurrency: int, spider: str = "scrapy_spider.py"
 ) -> dict[str, Any] | None:
