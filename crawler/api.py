@@ -120,8 +120,8 @@ class Crawl:
     Parameters:
       urls(Sequence): The seeds.
       threads(int): Fetching threads (8).
-      processes(int): Crawling processes, each with ``threads`` threads (1: this one;
-        more are forked, as ``crawler crawl --local --processes N`` does).
+      processes(int): Crawling processes, sharing the ``threads`` (1: this one; more
+        are forked, as ``crawler crawl --local --processes N`` does).
       handler(str|Callable): A page handler, ``package.module:function`` or the
         function itself: what it returns is each page's record's ``data``.
       state(Path): Keep the crawl on disk there (``--state``): the same crawl made

@@ -338,13 +338,15 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
     running.add_argument(
         "--local", action="store_true", help="crawl in this process until nothing is left"
     )
-    running.add_argument("--threads", type=threads, help="--local's fetching threads (default 8)")
+    running.add_argument(
+        "--threads", type=threads, help="--local's fetching threads, in all (default 8)"
+    )
     running.add_argument(
         "--processes",
         type=processes,
         metavar="N",
-        help="--local's crawling processes, each with --threads threads, sharing one frontier"
-        " (default: one a core; one with --state, --dashboard or --render)",
+        help="--local's crawling processes, sharing one frontier and the threads (default:"
+        " one a core; one with --state, --dashboard or --render)",
     )
     running.add_argument(
         "--state",

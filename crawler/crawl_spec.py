@@ -402,10 +402,10 @@ class CrawlSpec:
       local(bool): Crawl in this process (``--local``), else seed it for workers.
       wait(bool): Follow the workers' crawl to its end (``--wait``).
       adding(bool): Add the seeds to the crawl ``options.crawl_id`` names (``--crawl-id``).
-      threads(int): ``--local``'s fetching threads; None: :data:`DEFAULT_THREADS`.
-      processes(int): ``--local``'s crawling processes, each with ``threads`` threads;
-        None: one a core (:func:`core_count`), or one when the crawl has an option of
-        :data:`ONE_PROCESS_OPTIONS`.
+      threads(int): ``--local``'s fetching threads in all; None: :data:`DEFAULT_THREADS`.
+      processes(int): ``--local``'s crawling processes, sharing ``threads``; None: one a
+        core (:func:`core_count`, at most ``threads``), or one when the crawl has an
+        option of :data:`ONE_PROCESS_OPTIONS`.
       state(Path): ``--local``: keep the crawl on disk there (``--state``).
       output(Path): Write each URL's record there (``-o``; ``-``: standard output).
       items(str): Write the handler's items there (``--items``: a file or a
@@ -444,6 +444,11 @@ class CrawlSpec:
             raise CrawlError("--threads works with --local only")
         if self.processes is not None and not self.local:
             raise CrawlError("--processes works with --local only")
+        if (self.processes or 0) > (self.threads or self.fetching_threads):
+            raise CrawlError(
+                f"--processes {self.processes} and --threads {self.threads}: each process"
+                " needs one of the threads (--threads counts them all)"
+            )
         if self.processes is not None and self.processes > 1 and self._one_process_option:
             raise CrawlError(
                 f"--processes {self.processes} and {flag(self._one_process_option)}: a crawl"
@@ -477,15 +482,17 @@ class CrawlSpec:
 
     @property
     def crawling_processes(self) -> int:
-        """``--local``'s processes, given or by default (one a core, or one)."""
+        """``--local``'s processes, given or by default: one a core (no more than its
+        threads), or one."""
         if self.processes is not None:
             return self.processes
-        return 1 if self._one_process_option else core_count()
+        return 1 if self._one_process_option else min(core_count(), self.fetching_threads)
 
     @property
     def fetching_threads(self) -> int:
-        """``--local``'s threads, given or by default."""
-        return self.threads or DEFAULT_THREADS
+        """``--local``'s threads in all (its processes share them), given or by default
+        (at least one a process)."""
+        return self.threads or max(DEFAULT_THREADS, self.processes or 1)
 
     @classmethod
     def from_options(cls, seeds: Sequence[str], values: Mapping[str, Any]) -> CrawlSpec:

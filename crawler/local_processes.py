@@ -82,12 +82,12 @@ def run(
     progress: Progress | None = None,
     items: ItemSink | None = None,
 ) -> int:
-    """Crawl from ``seeds`` (messages of ``crawl``) in ``processes`` processes of
-    ``threads`` threads each, until nothing is left: as :func:`crawler.local_mode.run`
-    does in one (its exit status, summary and errors: :class:`DiskFull`,
-    :class:`ItemSinkError`; :class:`ProcessLost` when a process died).  ``warc`` is the
-    ``--warc`` directory the messages name; ``earlier`` the crawl's id and its
-    ``--recrawl-from`` pages, each kept by its shard."""
+    """Crawl from ``seeds`` (messages of ``crawl``) in ``processes`` processes sharing
+    ``threads`` threads (at least one each), until nothing is left: as
+    :func:`crawler.local_mode.run` does in one (its exit status, summary and errors:
+    :class:`DiskFull`, :class:`ItemSinkError`; :class:`ProcessLost` when a process
+    died).  ``warc`` is the ``--warc`` directory the messages name; ``earlier`` the
+    crawl's id and its ``--recrawl-from`` pages, each kept by its shard."""
     quiet = progress is not None
     progress = Progress() if progress is None else progress
     full = local_mode.NoRoom(None)
@@ -103,8 +103,9 @@ def run(
     children: list[BaseProcess] = []
     for index in range(processes):
         mine = [m for m in messages if owner_of(url_of(m), processes) == index]
+        share = threads // processes + (index < threads % processes)  # the threads in all
         arguments = (
-            shards, index, crawl, stores, store, lifetimes, threads, mine,
+            shards, index, crawl, stores, store, lifetimes, share, mine,
             _of_shard(earlier, index, processes), warc, logging.getLogger().getEffectiveLevel(),
         )  # fmt: skip
         child = context.Process(
