@@ -32,7 +32,14 @@ import dramatiq
 
 from crawler import local_mode
 from crawler.brokers import local
-from crawler.brokers.shards import Handover, ShardBroker, Shards, owner_of, url_of
+from crawler.brokers.shards import (
+    Handover,
+    ShardBroker,
+    Shards,
+    die_with_parent,
+    owner_of,
+    url_of,
+)
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, recrawl
 from crawler.items.sinks import ItemSink, ItemSinkError
@@ -99,7 +106,11 @@ def run(
     shards = Shards.make(context, processes)
     messages = list(seeds)
     options = CrawlOptions.from_message(messages[0].kwargs.get("options")) if messages else None
-    store = shared.start(context) if options is not None and _shares_keys(options) else None
+    store = (
+        shared.start(context, die_with_parent)
+        if options is not None and _shares_keys(options)
+        else None
+    )
     children: list[BaseProcess] = []
     for index in range(processes):
         mine = [m for m in messages if owner_of(url_of(m), processes) == index]
@@ -116,7 +127,7 @@ def run(
     lost: str | None = None
     interrupted = False
     try:
-        interrupted, lost = _follow(shards, children, keep, progress, full, stop)
+        interrupted, lost = _follow(shards, children, store, keep, progress, full, stop)
     finally:
         for each in children:
             each.join(STOP_GRACE)
@@ -164,14 +175,15 @@ def _of_shard(
 def _follow(
     shards: Shards,
     children: list[BaseProcess],
+    store: shared.SharedStore | None,
     keep: Callable[[Record, Any], None],
     progress: Progress,
     full: local_mode.NoRoom,
     stop: threading.Event | None,
 ) -> tuple[bool, str | None]:
     """Take in what the shards send until each said it ended, telling them to stop at
-    the crawl's end, on ``stop`` or Ctrl-C (then interrupted), a full disk or a lost
-    shard; whether interrupted, and what was lost."""
+    the crawl's end, on ``stop`` or Ctrl-C (then interrupted), a full disk, a lost
+    shard or a lost shared ``store``; whether interrupted, and what was lost."""
     ended: set[int] = set()
     stopping, interrupted, lost = False, False, None
     shown = time.monotonic()
@@ -179,9 +191,7 @@ def _follow(
         try:
             lost = lost or _take_in(shards, ended, keep, progress)
             if not stopping:
-                gone = _gone(children, ended)
-                if gone is not None:
-                    lost = lost or gone
+                lost = lost or _gone(children, ended) or _store_gone(store)
                 quick = (
                     lost is not None
                     or full.error is not None
@@ -191,7 +201,7 @@ def _follow(
                     interrupted = stop is not None and stop.is_set()
                     _tell_stop(shards, quick=quick)
                     stopping, deadline = True, time.monotonic() + _stop_seconds()
-            elif time.monotonic() > deadline or _gone(children, ended):
+            elif time.monotonic() > deadline or _all_gone(children, ended):
                 break  # what is left is killed
             if not stopping and time.monotonic() - shown > local_mode.REFRESH_MS / 1000:
                 progress.show()
@@ -249,6 +259,19 @@ def _gone(children: list[BaseProcess], ended: set[int]) -> str | None:
     return None
 
 
+def _all_gone(children: list[BaseProcess], ended: set[int]) -> bool:
+    """Whether every shard that did not say it ended is dead."""
+    return all(child.exitcode is not None for i, child in enumerate(children) if i not in ended)
+
+
+def _store_gone(store: shared.SharedStore | None) -> str | None:
+    """The shared store's process ended: what became of it."""
+    process = None if store is None else shared.process_of(store)
+    if process is None or process.exitcode is None:
+        return None
+    return f"the shared store's process (pid {process.pid}) ended with status {process.exitcode}"
+
+
 def _tell_stop(shards: Shards, *, quick: bool) -> None:
     for inbox in shards.inboxes:
         inbox.put(_Stop(quick))
@@ -269,7 +292,7 @@ def _shard(
 ) -> None:
     """One shard's process: ``--local`` for its URLs until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the first process's to handle
-    _die_with_parent()
+    die_with_parent()
     outbox = _Outbox(shards, index)
     handler = logging.handlers.QueueHandler(outbox)  # type: ignore[arg-type]
     handler.setFormatter(logging.Formatter("%(message)s"))  # the first process's says the rest
@@ -385,14 +408,3 @@ class _Outbox:
         self.shards.results.put(batch)
         self._records, self._logs, self._discovered = [], [], 0
         self._sent = time.monotonic()
-
-
-def _die_with_parent() -> None:
-    """Linux: this process is killed with the one that started it (kill -9 included)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # elsewhere: the shard sees its parent change (_serve)

@@ -64,7 +64,7 @@ def chromium() -> str:
     return found
 
 
-def browsers_marked(mark: str) -> list[int]:
+def processes_marked(mark: str) -> list[int]:
     """The processes whose environment holds ``mark``: a crawl's driver and browser
     (Chromium's every process inherits it) outliving the crawl."""
     found = []
@@ -82,9 +82,9 @@ def browsers_marked(mark: str) -> list[int]:
     return found
 
 
-def wait_for_no_browser(mark: str, timeout: float = 10.0) -> list[int]:
+def wait_until_none_marked(mark: str, timeout: float = 10.0) -> list[int]:
     """Wait until no process carries ``mark``; those still there after ``timeout``."""
     deadline = time.monotonic() + timeout
-    while (left := browsers_marked(mark)) and time.monotonic() < deadline:
+    while (left := processes_marked(mark)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return left

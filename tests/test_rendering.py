@@ -24,7 +24,7 @@ from crawler import example
 from crawler.errors import PermanentError, TransientError
 from crawler.rendering import Renderer, RenderJob
 from crawler.rendering.browser import MEDIA
-from tests.scripted_site import PAGES, chromium, scripted, scripted_site, wait_for_no_browser
+from tests.scripted_site import PAGES, chromium, scripted, scripted_site, wait_until_none_marked
 from tests.site_server import Page, SiteServer, html
 from tests.support import FAST_FAILURES, free_port
 from tests.test_network_guard import PUBLIC, public_addresses  # noqa: F401  (a fixture)
@@ -105,7 +105,7 @@ def test_workers_render_every_page_made_by_script(
     records = records_of(output)
     assert pages_reached(records, site) == sorted(PAGES)
     assert all(record.get("rendered") for record in records)
-    assert wait_for_no_browser(mark) == []  # the worker stopped: its browser with it
+    assert wait_until_none_marked(mark) == []  # the worker stopped: its browser with it
 
 
 def test_a_crawl_without_render_starts_no_browser(site: SiteServer, stub_broker: Any) -> None:
@@ -332,7 +332,7 @@ def test_no_browser_outlives_a_local_crawl_however_it_ends(how: str, site: SiteS
             crawl.wait()
         assert crawl.stderr is not None
         crawl.stderr.close()
-    assert wait_for_no_browser(mark) == []
+    assert wait_until_none_marked(mark) == []
 
 
 def test_no_browser_outlives_workers_killed_with_kill_9(
@@ -352,7 +352,7 @@ def test_no_browser_outlives_workers_killed_with_kill_9(
     finally:
         site.release()
         workers.stop()
-    assert wait_for_no_browser(mark) == []
+    assert wait_until_none_marked(mark) == []
 
 
 def test_a_renderer_closed_renders_again_on_a_loop_of_its_own(

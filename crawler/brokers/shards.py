@@ -15,6 +15,7 @@ hand-overs taken in (:meth:`Shards.finished`).
 
 from __future__ import annotations
 
+import signal
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping
@@ -168,3 +169,18 @@ class ShardBroker(PriorityStubBroker):
     def quiet(self) -> bool:
         """Whether this broker holds no message, queued, delayed or in hand."""
         return all(queue.unfinished_tasks == 0 for queue in self.queues.values())
+
+
+def die_with_parent() -> None:
+    """Linux: this process is killed with the one that started it (kill -9 included).
+    Elsewhere a shard sees its parent change instead."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    except (OSError, AttributeError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1

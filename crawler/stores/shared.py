@@ -12,9 +12,10 @@ shard's memory.  A crawl without those options starts no such process.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from multiprocessing.context import BaseContext
 from multiprocessing.managers import BaseManager
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from dramatiq.rate_limits import RateLimiterBackend
@@ -49,10 +50,11 @@ SharedStore.register(
 )
 
 
-def start(context: BaseContext) -> SharedStore:
-    """The shared store's process, started (stop it with ``shutdown()``)."""
+def start(context: BaseContext, initializer: Callable[[], None] | None = None) -> SharedStore:
+    """The shared store's process, started (stop it with ``shutdown()``), having run
+    ``initializer`` first."""
     manager = SharedStore(ctx=context)
-    manager.start()
+    manager.start(initializer)
     return manager
 
 
@@ -109,6 +111,12 @@ class ShardClient(MemoryClient):
 
     def touch(self, key: str, time: float) -> bool:
         return bool(self.remote.touch(key, time)) if shared(key) else super().touch(key, time)
+
+
+def process_of(manager: SharedStore) -> BaseProcess | None:
+    """The shared store's process (the manager keeps it as ``_process``), once started."""
+    process: BaseProcess | None = getattr(manager, "_process", None)
+    return process
 
 
 def rates_of(manager: SharedStore) -> RateLimiterBackend:
