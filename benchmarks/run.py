@@ -209,8 +209,8 @@ def measure(
       pages(int): The site's pages.
       links(int): Links on each page.
       processes(int): Worker processes, for the crawl and the no-op ceiling.
-      threads(int): Threads per worker process; ``--local`` and Scrapy get
-        processes x threads.
+      threads(int): Threads per worker process; Scrapy gets processes x threads,
+        ``crawler crawl --local`` runs with its defaults.
       repeat(int): Rounds.
       quick(bool): Whether to skip Scrapy and the no-op ceilings.
       noop_messages(int): Messages the no-op ceiling consumes on each broker.
@@ -325,8 +325,8 @@ def measure_docs(
       name(str): The site's name in :data:`SITES`.
       directory(Path): The docs' HTML directory (``index.html`` is the seed).
       processes(int): Worker processes.
-      threads(int): Threads per worker process; ``--local`` and Scrapy get
-        processes x threads.
+      threads(int): Threads per worker process; Scrapy gets processes x threads,
+        ``crawler crawl --local`` runs with its defaults.
       repeat(int): Rounds.
       quick(bool): Whether to skip Scrapy.
     """
@@ -357,12 +357,12 @@ def measure_docs(
                     "local": partial(crawl_with_defaults, seed),
                     "local_1": partial(crawl_with_defaults, seed, "--processes", "1"),
                 }
+                for broker in BROKERS:
+                    contenders[broker] = partial(
+                        crawl_with_workers, broker, seed, prefix, processes=processes,
+                        threads=threads, options=DOCS_OPTIONS, exits=(0, 1),
+                    )  # fmt: skip
                 if not quick:
-                    for broker in BROKERS:
-                        contenders[broker] = partial(
-                            crawl_with_workers, broker, seed, prefix, processes=processes,
-                            threads=threads, options=DOCS_OPTIONS, exits=(0, 1),
-                        )  # fmt: skip
                     contenders["scrapy"] = partial(
                         crawl_with_scrapy, seed, prefix, concurrency=processes * threads,
                         spider=DOCS_SPIDER,

@@ -118,6 +118,7 @@ def run(
         arguments = (
             shards, index, crawl, stores, store, lifetimes, share, mine,
             _of_shard(earlier, index, processes), warc, logging.getLogger().getEffectiveLevel(),
+            output is not None or on_record is not None,
         )  # fmt: skip
         child = context.Process(
             target=_shard, name=f"crawler-shard-{index}", args=arguments, daemon=True
@@ -289,11 +290,12 @@ def _shard(
     earlier: tuple[str, list[tuple[str, recrawl.Earlier]]] | None,
     warc: Path | None,
     level: int,
+    whole_records: bool,
 ) -> None:
     """One shard's process: ``--local`` for its URLs until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the first process's to handle
     die_with_parent()
-    outbox = _Outbox(shards, index)
+    outbox = _Outbox(shards, index, whole_records)
     handler = logging.handlers.QueueHandler(outbox)  # type: ignore[arg-type]
     handler.setFormatter(logging.Formatter("%(message)s"))  # the first process's says the rest
     logging.basicConfig(level=level, handlers=[handler], force=True)
@@ -372,12 +374,12 @@ def _claim(
 
 
 class _Outbox:
-    """What a shard sends the first process: records, log lines (a
-    :class:`~logging.handlers.QueueHandler`'s queue) and how many URLs it discovered,
-    in batches."""
+    """What a shard sends the first process: records (``whole``, or without their
+    links when it only counts them), log lines (a :class:`~logging.handlers.QueueHandler`'s
+    queue) and how many URLs it discovered, in batches."""
 
-    def __init__(self, shards: Shards, index: int) -> None:
-        self.shards, self.index = shards, index
+    def __init__(self, shards: Shards, index: int, whole: bool) -> None:
+        self.shards, self.index, self.whole = shards, index, whole
         self._lock = threading.Lock()
         self._records: list[Record] = []
         self._logs: list[logging.LogRecord] = []
@@ -385,6 +387,8 @@ class _Outbox:
         self._sent = time.monotonic()
 
     def keep(self, record: Record, message: Any) -> None:
+        if not self.whole and "links" in record:  # the first process counts it only
+            record = {key: value for key, value in record.items() if key != "links"}
         with self._lock:
             self._records.append(record)
             if len(self._records) >= BATCH or time.monotonic() - self._sent > SEND_EVERY:

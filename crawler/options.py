@@ -174,6 +174,8 @@ class CrawlOptions:
         a refused message still finds its crawl)."""
         if not isinstance(values, dict):
             return UPSTREAM
+        with contextlib.suppress(InvalidMessage):
+            return cls.from_message(values)  # most often they pass: checked once, kept
         checked: dict[str, Any] = {}
         for name, value in values.items():
             rule = RULES.get(name)

@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from crawler.errors import PermanentError, TransientError
 from crawler.rendering import Renderer, RenderJob
 from crawler.rendering.browser import MEDIA
 from tests.scripted_site import PAGES, chromium, scripted, scripted_site, wait_until_none_marked
-from tests.site_server import Page, SiteServer, html
+from tests.site_server import Page, SiteServer, html, send
 from tests.support import FAST_FAILURES, free_port
 from tests.test_network_guard import PUBLIC, public_addresses  # noqa: F401  (a fixture)
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
@@ -201,15 +202,17 @@ def test_the_browser_is_replaced_after_its_pages_and_after_a_crash(
         assert renderer.render(job(site, "/", wait=0.01)).links == (site.url("/a.html"),)
     assert renderer.launched == 2
 
-    # A crashed browser fails the page in hand (a retry will do it), and the next page
-    # gets a new one.
-    site.pages["/slow.html"] = scripted(b"<script>add('/b.html')</script>")
-    current = renderer._current
-    assert current is not None
-    browser_pid = _browser_pid(os.getpid())
-    os.kill(browser_pid, signal.SIGKILL)
+    # A browser that crashes with a page in hand (killed while the site answers the
+    # page's script) fails that page (a retry will do it), and the next page gets a new
+    # one.
+    def crash(handler: BaseHTTPRequestHandler, nth: int) -> None:
+        os.kill(_browser_pid(os.getpid()), signal.SIGKILL)
+        send(handler, Page(b"{}", content_type="application/json"))
+
+    site.pages["/crashing.html"] = scripted(b"<script>fetch('/crash')</script>")
+    site.behaviors["/crash"] = crash
     with pytest.raises(TransientError, match=r"the browser failed|Chromium"):
-        renderer.render(job(site, "/slow.html", wait=0.01))
+        renderer.render(job(site, "/crashing.html", seconds=20.0))
     assert renderer.render(job(site, "/", wait=0.01)).links == (site.url("/a.html"),)
     assert renderer.launched == 3
 
