@@ -43,6 +43,7 @@ from crawler.brokers.shards import (
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, recrawl
 from crawler.items.sinks import ItemSink, ItemSinkError
+from crawler.links import sites
 from crawler.options import CrawlOptions
 from crawler.records import Record, RecordFile
 from crawler.stores import Stores, shared
@@ -111,6 +112,8 @@ def run(
         if options is not None and _shares_keys(options)
         else None
     )
+    if options is not None and options.allowed_sites:
+        sites.prepare()  # --same-site's suffix list, built once for every shard
     children: list[BaseProcess] = []
     for index in range(processes):
         mine = [m for m in messages if owner_of(url_of(m), processes) == index]

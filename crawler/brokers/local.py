@@ -4,12 +4,13 @@ messages kept on disk too with ``--state`` (:class:`crawler.stores.saved.SavedSt
 from __future__ import annotations
 
 import itertools
-import json
 import queue
 from typing import Any
 
 import dramatiq
-from dramatiq.brokers.stub import StubBroker, _StubConsumer
+from dramatiq.brokers.stub import StubBroker, _StubConsumer, _StubMessageProxy
+from dramatiq.common import current_millis, dq_name
+from dramatiq.errors import QueueNotFound
 from dramatiq.middleware import CurrentMessage
 
 from crawler.middleware import CurrentBroker, install
@@ -35,23 +36,33 @@ class PriorityStubBroker(StubBroker):
         super().__init__()
         self.saved = saved
 
-    def declare_queue(self, queue_name: str) -> None:
-        if queue_name not in self.queues:
-            super().declare_queue(queue_name)
-            self.queues[queue_name] = _Priorities()
-
     def enqueue(
         self, message: dramatiq.Message[Any], *, delay: int | None = None
     ) -> dramatiq.Message[Any]:
+        """As ``StubBroker.enqueue`` does, the message kept as it is rather than encoded
+        (the process that sends it reads it: three JSON passes a message saved)."""
         if self.saved is not None:
             row = self.saved.new_row()
             message = message.copy(options={SAVED_ROW: row})
-            queue = message.queue_name if delay is None else f"{message.queue_name}.DQ"
+            queue = message.queue_name if delay is None else dq_name(message.queue_name)
             counts = [message.options.get(n, 0) for n in ("retries", "deferrals", "pauses")]
             attempt = f"{message.message_id} {queue} {counts}"
             if not self.saved.put_message(row, attempt, message.encode()):
                 return message  # that attempt waits already: once is enough
-        return super().enqueue(message, delay=delay)
+        return self._put(message, delay)
+
+    def _put(self, message: dramatiq.Message[Any], delay: int | None) -> dramatiq.Message[Any]:
+        queue_name = message.queue_name
+        if delay is not None:
+            queue_name = dq_name(queue_name)
+            eta = current_millis() + delay
+            message = message.copy(queue_name=queue_name, options={"eta": eta})
+        if queue_name not in self.queues:
+            raise QueueNotFound(queue_name)
+        self.emit_before("enqueue", message, delay)
+        self.queues[queue_name].put(message)
+        self.emit_after("enqueue", message, delay)
+        return message
 
     def kept(self) -> list[dramatiq.Message[Any]]:
         """The messages the state file holds, in the order they were enqueued."""
@@ -62,21 +73,52 @@ class PriorityStubBroker(StubBroker):
         """Put back the messages the state file holds (:meth:`kept`), as they were: how many."""
         kept = self.kept() if messages is None else messages
         for message in kept:
-            super().enqueue(message)  # under its row already
+            self._put(message, None)  # under its row already
         return len(kept)
 
+    def declare_queue(self, queue_name: str) -> None:
+        if queue_name not in self.queues:
+            super().declare_queue(queue_name)
+            self.queues[queue_name] = _Priorities()
+
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 100) -> Any:
-        consumer: Any = super().consume(queue_name, prefetch, timeout)
+        if queue_name not in self.queues:
+            raise QueueNotFound(queue_name)
+        messages, dead_letters = self.queues[queue_name], self.dead_letters_by_queue[queue_name]
         if self.saved is None:
-            return consumer
-        return _SavedConsumer(self.saved, consumer.queue, consumer.dead_letters, prefetch, timeout)
+            return _Consumer(messages, dead_letters, prefetch, timeout)
+        return _SavedConsumer(self.saved, messages, dead_letters, prefetch, timeout)
 
 
-class _SavedConsumer(_StubConsumer):
+class _Consumer(_StubConsumer):
+    """Dramatiq's stub consumer of a queue of messages kept as they are: each given out a
+    copy of its own (its options changed by the worker are that attempt's)."""
+
+    def __init__(
+        self,
+        messages: queue.Queue[Any],
+        dead_letters: list[Any],
+        prefetch: int,
+        timeout: int,
+    ) -> None:
+        super().__init__(messages, dead_letters, prefetch, timeout)  # type: ignore[no-untyped-call]
+
+    def __next__(self) -> Any:
+        if not self.prefetch_semaphore.acquire(timeout=self.timeout / 1000):
+            return None  # no slot free
+        try:
+            message: dramatiq.Message[Any] = self.queue.get(timeout=self.timeout / 1000)
+        except queue.Empty:
+            self.prefetch_semaphore.release()
+            return None
+        return _StubMessageProxy(message.copy())
+
+
+class _SavedConsumer(_Consumer):
     """Deletes an acknowledged (or dead-lettered) message's row from the state file."""
 
     def __init__(self, saved: SavedState, *args: Any) -> None:
-        super().__init__(*args)  # type: ignore[no-untyped-call]
+        super().__init__(*args)
         self.saved = saved
 
     def ack(self, message: Any) -> None:
@@ -94,18 +136,20 @@ class _SavedConsumer(_StubConsumer):
 
 
 class _Priorities(queue.PriorityQueue):  # type: ignore[type-arg]
-    """Encoded messages, by priority, then in the order they came."""
+    """Messages, by priority, then in the order they came."""
 
     def __init__(self) -> None:
         super().__init__()
         self._order = itertools.count()
 
-    def put(self, item: bytes, block: bool = True, timeout: float | None = None) -> None:
-        priority = json.loads(item)["options"].get("broker_priority") or 0
+    def put(
+        self, item: dramatiq.Message[Any], block: bool = True, timeout: float | None = None
+    ) -> None:
+        priority = item.options.get("broker_priority") or 0
         super().put((-priority, next(self._order), item), block, timeout)
 
-    def get(self, block: bool = True, timeout: float | None = None) -> bytes:
-        item: bytes = super().get(block, timeout)[2]
+    def get(self, block: bool = True, timeout: float | None = None) -> dramatiq.Message[Any]:
+        item: dramatiq.Message[Any] = super().get(block, timeout)[2]
         return item
 
 

@@ -9,6 +9,7 @@ The list is the snapshot ``tldextract`` ships with: nothing is downloaded, ever.
 from __future__ import annotations
 
 import ipaddress
+import threading
 from functools import lru_cache
 
 import tldextract
@@ -17,6 +18,15 @@ import tldextract
 _extract = tldextract.TLDExtract(
     suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
 )
+
+
+#: The first look-up builds the list's trie (about 25 ms): once, not once a thread.
+_building = threading.Lock()
+
+
+def prepare() -> None:
+    """Build the suffix list's trie now: before forking, so that processes share it."""
+    site_of("example.com")
 
 
 @lru_cache(maxsize=65536)
@@ -29,4 +39,5 @@ def site_of(host: str) -> str:
         return host
     except ValueError:
         pass
-    return _extract(host).top_domain_under_public_suffix or host
+    with _building:
+        return _extract(host).top_domain_under_public_suffix or host
