@@ -132,12 +132,7 @@ def run(
         quick = interrupted or full.error is not None
         worker.stop(timeout=STOP_TIMEOUT_MS if quick else 600_000)
         close_files(full, output, saved, warc_files, items)
-    if full.sink_error is not None:
-        progress.clear()
-        raise full.sink_error
-    if full.error is not None:
-        progress.clear()
-        raise DiskFull(full.error.path)
+    full.raise_what_stopped(progress)
     if quiet:
         return exit_status(progress, interrupted=interrupted)
     return say_the_end(progress, saved, interrupted=interrupted)
@@ -397,6 +392,16 @@ class NoRoom:
                 self.error = DiskFull(path)
                 self.event.set()
         return DiskFull(self.error.path)
+
+    def raise_what_stopped(self, progress: Progress) -> None:
+        """Raise what stopped the crawl, if anything did: the item sink's failure, or
+        :class:`DiskFull`, the progress line cleared first."""
+        if self.sink_error is not None:
+            progress.clear()
+            raise self.sink_error
+        if self.error is not None:
+            progress.clear()
+            raise DiskFull(self.error.path)
 
 
 def log_through(progress: Progress, level: int, quiet: threading.Event) -> None:

@@ -141,12 +141,7 @@ def run(
         local_mode.close_files(full, output, None, None, items)
         if store is not None:
             store.shutdown()
-    if full.sink_error is not None:
-        progress.clear()
-        raise full.sink_error
-    if full.error is not None:
-        progress.clear()
-        raise DiskFull(full.error.path)
+    full.raise_what_stopped(progress)
     if lost is not None:
         progress.clear()
         raise ProcessLost(lost)

@@ -64,16 +64,27 @@ def test_every_page_is_fetched_once_by_all_the_processes_together(
     assert f"{PAGES} pages fetched" in result.stdout, result.stdout
 
 
-def test_the_shards_do_the_work_in_processes_of_their_own(site: SiteServer) -> None:
+def marked_crawl(
+    site: SiteServer, *, new_session: bool = False
+) -> tuple[subprocess.Popen[str], str]:
+    """A two-process crawl of a cross-linked site, started, its processes marked in
+    their environment (in a session of its own with ``new_session``, for a terminal's
+    Ctrl-C): the running command, and the mark."""
     seed = cross_linked(site)
-    site.hold_from = 10  # the crawl goes on until the test has looked
     mark = f"CRAWLER_TEST_MARK={uuid.uuid4().hex}"
     env = environment(**FAST_FAILURES)
     env["CRAWLER_TEST_MARK"] = mark
     running = subprocess.Popen(
         crawl_command("--local", seed, "--processes", "2"), cwd=PROJECT_ROOT, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=new_session,
     )  # fmt: skip
+    return running, mark
+
+
+def test_the_shards_do_the_work_in_processes_of_their_own(site: SiteServer) -> None:
+    site.hold_from = 10  # the crawl goes on until the test has looked
+    running, mark = marked_crawl(site)
     try:
         site.wait_for_requests(10)
         # The command, its two shards and the shared store (robots.txt is obeyed).
@@ -121,15 +132,8 @@ def test_max_rate_holds_across_the_processes(site: SiteServer) -> None:
 
 
 def test_ctrl_c_stops_every_process_and_says_what_was_done(site: SiteServer) -> None:
-    seed = cross_linked(site)
     site.delay = 0.05
-    mark = f"CRAWLER_TEST_MARK={uuid.uuid4().hex}"
-    env = environment(**FAST_FAILURES)
-    env["CRAWLER_TEST_MARK"] = mark
-    running = subprocess.Popen(
-        crawl_command("--local", seed, "--processes", "2"), cwd=PROJECT_ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+    running, mark = marked_crawl(site, new_session=True)
     try:
         site.wait_for_requests(15)
         os.killpg(running.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
@@ -147,15 +151,8 @@ def test_ctrl_c_stops_every_process_and_says_what_was_done(site: SiteServer) -> 
 
 @pytest.mark.parametrize("killed", ["a shard", "the shared store", "the command"])
 def test_a_process_killed_leaves_none_behind(site: SiteServer, killed: str) -> None:
-    seed = cross_linked(site)
     site.hold_from = 10
-    mark = f"CRAWLER_TEST_MARK={uuid.uuid4().hex}"
-    env = environment(**FAST_FAILURES)
-    env["CRAWLER_TEST_MARK"] = mark
-    running = subprocess.Popen(
-        crawl_command("--local", seed, "--processes", "2"), cwd=PROJECT_ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    running, mark = marked_crawl(site)
     try:
         site.wait_for_requests(10)
         # The command's children: the shared store (started first), then the shards.
