@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -123,6 +124,13 @@ ONE_PROCESS_OPTIONS = ("state", "dashboard", "render")
 def processes(value: Any) -> int:
     """``--local``'s crawling processes, 1 to ``MAX_PROCESSES``."""
     return _checked(value, PROCESSES, _digits)
+
+
+def forks_shards() -> bool:
+    """Whether ``--local`` may fork its shards (``--processes`` above 1): on Linux only.
+    Windows has no fork, and on macOS a process forked after the system's frameworks
+    were used (a proxy look-up uses them) may crash."""
+    return sys.platform.startswith("linux")
 
 
 def core_count() -> int:
@@ -449,6 +457,10 @@ class CrawlSpec:
                 f"--processes {self.processes} and --threads {self.threads}: each process"
                 " needs one of the threads (--threads counts them all)"
             )
+        if self.processes is not None and self.processes > 1 and not forks_shards():
+            raise CrawlError(
+                f"--processes {self.processes}: several crawling processes run on Linux only"
+            )
         if self.processes is not None and self.processes > 1 and self._one_process_option:
             raise CrawlError(
                 f"--processes {self.processes} and {flag(self._one_process_option)}: a crawl"
@@ -483,10 +495,12 @@ class CrawlSpec:
     @property
     def crawling_processes(self) -> int:
         """``--local``'s processes, given or by default: one a core (no more than its
-        threads), or one."""
+        threads) on Linux, or one."""
         if self.processes is not None:
             return self.processes
-        return 1 if self._one_process_option else min(core_count(), self.fetching_threads)
+        if self._one_process_option or not forks_shards():
+            return 1
+        return min(core_count(), self.fetching_threads)
 
     @property
     def fetching_threads(self) -> int:

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import pytest
 
 from crawler import Crawl, CrawlError, command_line, seed
-from crawler.crawl_spec import OPTIONS, CrawlSpec
+from crawler.crawl_spec import OPTIONS, CrawlSpec, core_count
 from crawler.errors import InvalidMessage
 from crawler.options import MAX_RENDER_WAIT, CrawlOptions
 from tests.workers import PROJECT_ROOT, environment
@@ -312,3 +312,16 @@ def test_only_command_line_modules_import_argparse(module: str) -> None:
                  if node.module}  # fmt: skip
     assert "argparse" not in imported
     assert "crawler.command_line" not in imported and "crawler.cli" not in imported
+
+
+def test_one_crawling_process_by_default_elsewhere_than_linux_and_more_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert CrawlSpec.from_options([URL], {"local": True, "threads": 4}).crawling_processes == min(
+        core_count(), 4
+    )
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert CrawlSpec.from_options([URL], {"local": True}).crawling_processes == 1
+    with pytest.raises(CrawlError, match=r"--processes 2: several crawling processes run on Linux"):
+        CrawlSpec.from_options([URL], {"local": True, "processes": 2})
+    assert CrawlSpec.from_options([URL], {"local": True, "processes": 1}).crawling_processes == 1
