@@ -105,6 +105,7 @@ def run(
     keep = local_mode.keeper(progress, full, output, on_record, items)
     context = multiprocessing.get_context("fork")  # the crawl as this process made it
     shards = Shards.make(context, processes)
+    shards.let_inboxes_go()
     messages = list(seeds)
     options = CrawlOptions.from_message(messages[0].kwargs.get("options")) if messages else None
     store = (
@@ -132,6 +133,9 @@ def run(
     interrupted = False
     try:
         interrupted, lost = _follow(shards, children, store, keep, progress, full, stop)
+    except BaseException:  # a record that could not be kept (--output, on_record)
+        _tell_stop(shards, children, quick=True)
+        raise
     finally:
         for each in children:
             each.join(STOP_GRACE)
@@ -198,7 +202,7 @@ def _follow(
                 )
                 if quick or shards.finished():
                     interrupted = stop is not None and stop.is_set()
-                    _tell_stop(shards, quick=quick)
+                    _tell_stop(shards, children, quick=quick)
                     stopping, deadline = True, time.monotonic() + _stop_seconds()
             elif time.monotonic() > deadline or _all_gone(children, ended):
                 break  # what is left is killed
@@ -209,7 +213,7 @@ def _follow(
             interrupted = True
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the summary
             if not stopping:
-                _tell_stop(shards, quick=True)
+                _tell_stop(shards, children, quick=True)
                 stopping, deadline = True, time.monotonic() + _stop_seconds()
     return interrupted, lost
 
@@ -271,9 +275,11 @@ def _store_gone(store: shared.SharedStore | None) -> str | None:
     return f"the shared store's process (pid {process.pid}) ended with status {process.exitcode}"
 
 
-def _tell_stop(shards: Shards, *, quick: bool) -> None:
-    for inbox in shards.inboxes:
-        inbox.put(_Stop(quick))
+def _tell_stop(shards: Shards, children: list[BaseProcess], *, quick: bool) -> None:
+    """Tell each shard's process that is still alive to stop."""
+    for inbox, child in zip(shards.inboxes, children, strict=True):
+        if child.exitcode is None:
+            inbox.put(_Stop(quick))
 
 
 def _shard(
@@ -293,6 +299,7 @@ def _shard(
     """One shard's process: ``--local`` for its URLs until told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the first process's to handle
     die_with_parent()
+    shards.let_inboxes_go()  # (a fork resets it)
     outbox = _Outbox(shards, index, whole_records)
     handler = logging.handlers.QueueHandler(outbox)  # type: ignore[arg-type]
     handler.setFormatter(logging.Formatter("%(message)s"))  # the first process's says the rest
@@ -347,8 +354,7 @@ def _serve(
             item = inbox.get(timeout=SHARD_POLL)
         except queue.Empty:
             outbox.flush()
-            if broker.quiet():
-                shards.idle[index] = 1
+            shards.idle[index] = int(broker.quiet())
             if os.getppid() != parent:
                 return True
             continue

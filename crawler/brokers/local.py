@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import queue
+import threading
 from typing import Any
 
 import dramatiq
@@ -35,6 +36,11 @@ class PriorityStubBroker(StubBroker):
     def __init__(self, saved: SavedState | None = None) -> None:
         super().__init__()
         self.saved = saved
+        #: Messages enqueued and not yet acknowledged (or dead-lettered), on any of its
+        #: queues: a delayed one due is put on its queue before it leaves the delay
+        #: queue, and a retry is enqueued before its attempt ends, so never 0 between.
+        self.outstanding = 0
+        self._counting = threading.Lock()
 
     def enqueue(
         self, message: dramatiq.Message[Any], *, delay: int | None = None
@@ -60,9 +66,15 @@ class PriorityStubBroker(StubBroker):
         if queue_name not in self.queues:
             raise QueueNotFound(queue_name)
         self.emit_before("enqueue", message, delay)
+        self.settled(-1)
         self.queues[queue_name].put(message)
         self.emit_after("enqueue", message, delay)
         return message
+
+    def settled(self, count: int = 1) -> None:
+        """``count`` messages acknowledged or dead-lettered (a negative one: enqueued)."""
+        with self._counting:
+            self.outstanding -= count
 
     def kept(self) -> list[dramatiq.Message[Any]]:
         """The messages the state file holds, in the order they were enqueued."""
@@ -86,8 +98,8 @@ class PriorityStubBroker(StubBroker):
             raise QueueNotFound(queue_name)
         messages, dead_letters = self.queues[queue_name], self.dead_letters_by_queue[queue_name]
         if self.saved is None:
-            return _Consumer(messages, dead_letters, prefetch, timeout)
-        return _SavedConsumer(self.saved, messages, dead_letters, prefetch, timeout)
+            return _Consumer(self, messages, dead_letters, prefetch, timeout)
+        return _SavedConsumer(self.saved, self, messages, dead_letters, prefetch, timeout)
 
 
 class _Consumer(_StubConsumer):
@@ -96,12 +108,22 @@ class _Consumer(_StubConsumer):
 
     def __init__(
         self,
+        broker: PriorityStubBroker,
         messages: queue.Queue[Any],
         dead_letters: list[Any],
         prefetch: int,
         timeout: int,
     ) -> None:
         super().__init__(messages, dead_letters, prefetch, timeout)  # type: ignore[no-untyped-call]
+        self.broker = broker
+
+    def ack(self, message: Any) -> None:
+        super().ack(message)  # type: ignore[no-untyped-call]
+        self.broker.settled()
+
+    def nack(self, message: Any) -> None:
+        super().nack(message)  # type: ignore[no-untyped-call]
+        self.broker.settled()
 
     def __next__(self) -> Any:
         if not self.prefetch_semaphore.acquire(timeout=self.timeout / 1000):
@@ -123,11 +145,11 @@ class _SavedConsumer(_Consumer):
 
     def ack(self, message: Any) -> None:
         self._done(message)
-        super().ack(message)  # type: ignore[no-untyped-call]
+        super().ack(message)
 
     def nack(self, message: Any) -> None:
         self._done(message)
-        super().nack(message)  # type: ignore[no-untyped-call]
+        super().nack(message)
 
     def _done(self, message: Any) -> None:
         row = message.options.get(SAVED_ROW)

@@ -89,6 +89,13 @@ class Shards:
             context.Array("b", count, lock=False),
         )
 
+    def let_inboxes_go(self) -> None:
+        """This process will not wait, when it exits, for what it put in an inbox to be
+        written: a shard that died reads nothing, and a full pipe to it must not hang
+        the exit (at the crawl's end nothing is in transit)."""
+        for inbox in self.inboxes:
+            inbox.cancel_join_thread()
+
     def hand_over(self, shard: int, item: Any) -> None:
         """Put ``item`` in ``shard``'s inbox, counted in transit until it is taken in."""
         with self.in_transit.get_lock():
@@ -167,8 +174,10 @@ class ShardBroker(PriorityStubBroker):
         return mine
 
     def quiet(self) -> bool:
-        """Whether this broker holds no message, queued, delayed or in hand."""
-        return all(queue.unfinished_tasks == 0 for queue in self.queues.values())
+        """Whether this broker holds no message, queued, delayed or in hand (one
+        count: a message moving from the delay queue to its queue is in neither for a
+        moment, as their own counts see it)."""
+        return self.outstanding == 0
 
 
 def die_with_parent() -> None:
