@@ -131,8 +131,9 @@ def run(
         children.append(child)
     lost: str | None = None
     interrupted = False
+    relay = _Relay(shards.results)  # started once every shard is forked
     try:
-        interrupted, lost = _follow(shards, children, store, keep, progress, full, stop)
+        interrupted, lost = _follow(shards, children, store, relay, keep, progress, full, stop)
     except BaseException:  # a record that could not be kept (--output, on_record)
         _tell_stop(shards, children, quick=True)
         raise
@@ -142,6 +143,7 @@ def run(
             if each.is_alive():
                 each.kill()
                 each.join()
+        relay.close()
         local_mode.close_files(full, output, None, None, items)
         if store is not None:
             store.shutdown()
@@ -179,6 +181,7 @@ def _follow(
     shards: Shards,
     children: list[BaseProcess],
     store: shared.SharedStore | None,
+    relay: _Relay,
     keep: Callable[[Record, Any], None],
     progress: Progress,
     full: local_mode.NoRoom,
@@ -192,7 +195,7 @@ def _follow(
     shown = time.monotonic()
     while len(ended) < len(children):
         try:
-            lost = lost or _take_in(shards, ended, keep, progress)
+            lost = lost or _take_in(relay.received, ended, keep, progress)
             if not stopping:
                 lost = lost or _gone(children, ended) or _store_gone(store)
                 quick = (
@@ -222,12 +225,37 @@ def _stop_seconds() -> float:
     return local_mode.STOP_TIMEOUT_MS / 1000 + STOP_GRACE
 
 
+class _Relay:
+    """The shards' results, read by a thread of its own: a shard killed part-way
+    through sending a batch leaves the rest unread for ever, and the first process must
+    still see that it died (the thread is left waiting, a daemon)."""
+
+    def __init__(self, results: multiprocessing.queues.Queue[Any]) -> None:
+        self.results = results
+        results.cancel_join_thread()  # what this process puts in (the last word) may wait
+        self.received: queue.Queue[Any] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="crawler-results", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (item := self.results.get()) is not None:
+            self.received.put(item)
+
+    def close(self) -> None:
+        """The thread's last item: every shard has ended."""
+        self.results.put(None)
+        self._thread.join(STOP_GRACE)
+
+
 def _take_in(
-    shards: Shards, ended: set[int], keep: Callable[[Record, Any], None], progress: Progress
+    received: queue.Queue[Any],
+    ended: set[int],
+    keep: Callable[[Record, Any], None],
+    progress: Progress,
 ) -> str | None:
     """What the shards sent, for a moment at most: a failed shard's traceback, if one."""
     try:
-        item = shards.results.get(timeout=SHARD_POLL)
+        item = received.get(timeout=SHARD_POLL)
     except queue.Empty:
         return None
     failed = None
@@ -249,7 +277,7 @@ def _take_in(
                 with contextlib.suppress(DiskFull, ItemSinkError):
                     keep(record, None)
         try:
-            item = shards.results.get_nowait()
+            item = received.get_nowait()
         except queue.Empty:
             return failed
 

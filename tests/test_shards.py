@@ -5,13 +5,19 @@ shard to read what it was handed."""
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
+import struct
 import threading
 import time
 from typing import Any
 
 import dramatiq
 
+from crawler import local_mode
 from crawler.brokers.shards import ShardBroker, Shards
+from crawler.local_processes import _follow, _Relay
+from crawler.tracking.progress import Progress
 
 
 def _message(queue_name: str = "crawl") -> dramatiq.Message[Any]:
@@ -103,3 +109,33 @@ def test_a_process_exits_though_a_dead_shard_never_read_its_hand_overs() -> None
     assert stuck.exitcode is None
     stuck.kill()
     stuck.join()
+
+
+def _dies_half_way_through_a_batch(shards: Shards) -> None:
+    # What a shard killed (the OOM killer) while it sends a batch leaves in the pipe: a
+    # length of 1 MiB, then 100 bytes of it.
+    os.write(shards.results._writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 100)  # type: ignore[attr-defined]
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_shard_killed_half_way_through_sending_is_seen_dead() -> None:
+    context = multiprocessing.get_context("fork")
+    shards = Shards.make(context, 1)
+    child = context.Process(target=_dies_half_way_through_a_batch, args=(shards,))
+    child.start()
+    child.join()
+    relay = _Relay(shards.results)  # its thread waits for the rest, for ever
+    outcome: list[tuple[bool, str | None]] = []
+
+    def follow_the_crawl() -> None:
+        keep, progress = (lambda record, message: None), Progress(stream=None)
+        full = local_mode.NoRoom(None)
+        outcome.append(_follow(shards, [child], None, relay, keep, progress, full, None))
+
+    follow = threading.Thread(target=follow_the_crawl, daemon=True)
+    follow.start()
+    follow.join(30)
+    assert outcome, "the first process waits for the dead shard's batch"
+    interrupted, lost = outcome[0]
+    assert not interrupted
+    assert lost == f"crawling process 0 (pid {child.pid}) ended with status -9"
