@@ -165,5 +165,8 @@ def test_a_redis_cluster_store_whose_primary_dies_mid_crawl_fails_over_to_its_re
     twice = sum(n > 1 for n in counts.values())
     assert max(counts.values()) <= 2 and twice <= THREADS, sorted(counts.values())[-10:]
     print(f"{twice} page(s) fetched twice across the failover")
-    # The attempts that met the dead primary said so.
-    assert crawl.workers.logged_any("Redis is unavailable")
+    # An attempt that met the dead primary said so; one that fetched its page again
+    # had met it. (redis-py's cluster client may also ride out the failover by itself,
+    # its own retries finding the new primary: then no attempt met it.)
+    if twice:
+        assert crawl.workers.logged_any("Redis is unavailable")
