@@ -24,6 +24,7 @@ from dramatiq.errors import QueueJoinTimeout
 
 from crawler.archiving.warc import WarcFiles
 from crawler.brokers import local
+from crawler.brokers.local_worker import LocalWorker
 from crawler.environment import Lifetimes, local_backoffs
 from crawler.frontier import claims, counters
 from crawler.items import counting as item_counts
@@ -140,13 +141,13 @@ def run(
 
 def workers(
     actor: dramatiq.Actor[Any, Any], saved: SavedState | None, threads: int
-) -> tuple[local.PriorityStubBroker, dramatiq.Worker]:
+) -> tuple[local.PriorityStubBroker, LocalWorker]:
     """``actor``'s broker (``--local``'s, with its short backoff), and its ``threads``."""
     broker = actor.broker
     if not isinstance(broker, local.PriorityStubBroker) or broker.saved is not saved:
         raise ValueError("local_mode.run needs the actor of local.serve(crawl, saved)")
     install(broker, QuickRetries(*local_backoffs()))
-    return broker, dramatiq.Worker(broker, worker_threads=threads, worker_timeout=100)
+    return broker, LocalWorker(broker, actor.queue_name, threads)
 
 
 def keeper(
