@@ -281,5 +281,5 @@ def test_real_workers_read_both_formats_and_replay_keeps_each_message_as_it_was(
         }
     )
     log = "\n".join(workers.lines)
-    assert "Traceback" not in log and "CRITICAL" not in log
+    assert "Traceback" not in log and "CRITICAL" not in log, workers.tracebacks()
     assert workers.count("Done reading sitemap") == 3
