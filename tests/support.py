@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -86,10 +87,26 @@ def purge_rabbitmq() -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A port free now on 127.0.0.1, for a server the test starts later.
+
+    Chosen below the kernel's ephemeral range, where no outgoing connection takes a
+    local port: a port from ``bind(0)`` is one of those, and while the test runs, any
+    connection to RabbitMQ or a site may be given it (a worker's metrics server then
+    failed to start with "Address already in use", once in a CI run)."""
+    lowest_ephemeral = 32768
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        ports = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        lowest_ephemeral = int(ports.split()[0])
+    candidates = range(10000, max(lowest_ephemeral, 10001))
+    for _ in range(200):
+        port = random.choice(candidates)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between 10000 and {lowest_ephemeral}")
 
 
 class MemcachedProcess:

@@ -29,7 +29,14 @@ from selenium.webdriver.common.by import By
 from scripts.services import apt_install
 from tests.site_server import Page as SitePage
 from tests.site_server import SiteServer, generate_site, page_path
-from tests.support import FAST_FAILURES, crawl_id_of, wait_for_crawl, wait_for_port, wait_until
+from tests.support import (
+    FAST_FAILURES,
+    crawl_id_of,
+    free_port,
+    wait_for_crawl,
+    wait_for_port,
+    wait_until,
+)
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
 
 #: Where the test keeps its screenshots: an artefact of the run.
@@ -52,12 +59,6 @@ def browser() -> Iterator[webdriver.Chrome]:
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     yield driver
     driver.quit()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 #: What the test reads of the page, in one go (its rows are redrawn every second).
