@@ -13,6 +13,7 @@ stops them all on Ctrl-C (``stop``), a full disk or a shard that died.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import logging.handlers
 import multiprocessing
@@ -116,19 +117,27 @@ def run(
     if options is not None and options.allowed_sites:
         sites.prepare()  # --same-site's suffix list, built once for every shard
     children: list[BaseProcess] = []
-    for index in range(processes):
-        mine = [m for m in messages if owner_of(url_of(m), processes) == index]
-        share = threads // processes + (index < threads % processes)  # the threads in all
-        arguments = (
-            shards, index, crawl, stores, store, lifetimes, share, mine,
-            _of_shard(earlier, index, processes), warc, logging.getLogger().getEffectiveLevel(),
-            output is not None or on_record is not None,
-        )  # fmt: skip
-        child = context.Process(
-            target=_shard, name=f"crawler-shard-{index}", args=arguments, daemon=True
-        )
-        child.start()
-        children.append(child)
+    # What this process holds now (modules, the suffix list, the seeds) is never
+    # collected in the shards: frozen at their fork, a shard's collections do not walk
+    # it (nor write to its pages, copied on write otherwise), as the gc module's
+    # documentation advises; this process's own collections see it again at once.
+    gc.freeze()
+    try:
+        for index in range(processes):
+            mine = [m for m in messages if owner_of(url_of(m), processes) == index]
+            share = threads // processes + (index < threads % processes)  # the threads in all
+            arguments = (
+                shards, index, crawl, stores, store, lifetimes, share, mine,
+                _of_shard(earlier, index, processes), warc, logging.getLogger().getEffectiveLevel(),
+                output is not None or on_record is not None,
+            )  # fmt: skip
+            child = context.Process(
+                target=_shard, name=f"crawler-shard-{index}", args=arguments, daemon=True
+            )
+            child.start()
+            children.append(child)
+    finally:
+        gc.unfreeze()
     lost: str | None = None
     interrupted = False
     relay = _Relay(shards.results)  # started once every shard is forked
