@@ -164,6 +164,14 @@ def local_backoffs() -> tuple[int, int]:
     return low, max(low, high)
 
 
+def local_busy() -> float:
+    """``CRAWLER_LOCAL_BUSY``: the share of one core (0.75) above which ``--local``'s
+    process is CPU-bound and lets fewer of its threads hold a page at once
+    (:class:`crawler.brokers.local_worker.Concurrency`); ``inf`` keeps every thread
+    at work whatever the CPU."""
+    return number("CRAWLER_LOCAL_BUSY", 0.75)
+
+
 @dataclass(frozen=True)
 class Lifetimes:
     """How long a crawl's entries live in the dedup store, in seconds.

@@ -25,7 +25,7 @@ from dramatiq.errors import QueueJoinTimeout
 from crawler.archiving.warc import WarcFiles
 from crawler.brokers import local
 from crawler.brokers.local_worker import LocalWorker
-from crawler.environment import Lifetimes, local_backoffs
+from crawler.environment import Lifetimes, local_backoffs, local_busy
 from crawler.frontier import claims, counters
 from crawler.items import counting as item_counts
 from crawler.items.sinks import ItemSink, ItemSinkError
@@ -147,7 +147,7 @@ def workers(
     if not isinstance(broker, local.PriorityStubBroker) or broker.saved is not saved:
         raise ValueError("local_mode.run needs the actor of local.serve(crawl, saved)")
     install(broker, QuickRetries(*local_backoffs()))
-    return broker, LocalWorker(broker, actor.queue_name, threads)
+    return broker, LocalWorker(broker, actor.queue_name, threads, busy=local_busy())
 
 
 def keeper(

@@ -5,13 +5,14 @@ message processed on the thread that took it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import Any
 
 import dramatiq
 
 from crawler.brokers.local import PriorityStubBroker
-from crawler.brokers.local_worker import LocalWorker
+from crawler.brokers.local_worker import Concurrency, LocalWorker
 
 
 def test_a_failing_message_is_retried_when_due_and_one_that_gives_up_is_dead_lettered() -> None:
@@ -60,3 +61,113 @@ def test_stop_leaves_what_was_not_taken_in_the_broker() -> None:
     release.set()  # it ends; the two others are not taken
     worker.stop(timeout=10_000)
     assert broker.outstanding == 2 and broker.queues["q"].qsize() == 2
+
+
+class FakeCpu:
+    """A process's CPU seconds as :class:`Concurrency` reads them: busy (one core's
+    worth, as fast as the clock runs) or idle."""
+
+    def __init__(self) -> None:
+        self.busy = True
+        self._used, self._at = 0.0, time.monotonic()
+
+    def __call__(self) -> float:
+        now = time.monotonic()
+        if self.busy:
+            self._used += now - self._at
+        self._at = now
+        return self._used
+
+
+def test_fewer_threads_hold_a_message_while_the_process_is_cpu_bound() -> None:
+    """Half as many threads at each look while the CPU is busy, down to one; one more
+    at each look once it idles, back to every thread."""
+    clock = [0.0]
+    used = [0.0]
+    concurrency = Concurrency(8, 0.75, every=0.1, cpu=lambda: used[0], clock=lambda: clock[0])
+    running = threading.Event()
+    running.set()
+    allowed = []
+    for _ in range(5):  # busy: the process used the whole 0.2 s of a core
+        clock[0] += 0.2
+        used[0] += 0.2
+        assert concurrency.enter(running, 0.01)
+        concurrency.leave()
+        allowed.append(concurrency.allowed)
+    for _ in range(8):  # idle: a tenth of it
+        clock[0] += 0.2
+        used[0] += 0.02
+        assert concurrency.enter(running, 0.01)
+        concurrency.leave()
+        allowed.append(concurrency.allowed)
+    assert allowed == [4, 2, 1, 1, 1, 2, 3, 4, 5, 6, 7, 8, 8]
+
+
+def test_a_thread_waits_for_its_turn_and_not_once_stopped() -> None:
+    clock, used = [0.0], [0.0]
+    concurrency = Concurrency(2, 0.75, every=0.1, cpu=lambda: used[0], clock=lambda: clock[0])
+    concurrency.allowed = 1
+    running = threading.Event()
+    running.set()
+    assert concurrency.enter(running, 0.01)  # the one place
+    entered = threading.Event()
+
+    def second() -> None:
+        if concurrency.enter(running, 0.01):
+            entered.set()
+            concurrency.leave()
+
+    waiting = threading.Thread(target=second)
+    waiting.start()
+    assert not entered.wait(0.2)  # no look yet: the clock stands still
+    clock[0] += 0.2  # the page in hand stalls: no CPU used, the waiting thread looks
+    assert entered.wait(5)
+    waiting.join(5)
+    assert concurrency.allowed == 2
+
+    concurrency.allowed = 1
+    running.clear()
+    assert not concurrency.enter(running, 0.01)  # stopped: no wait for a place
+
+
+def test_the_worker_runs_one_page_at_a_time_while_cpu_bound_and_every_thread_when_not() -> None:
+    broker = PriorityStubBroker()
+    lock = threading.Lock()
+    holding, peaks = [0], {"busy": 0, "idle": 0}
+    phase = ["warm"]
+
+    @dramatiq.actor(broker=broker, queue_name="q")
+    def page(number: int) -> None:
+        with lock:
+            holding[0] += 1
+            if phase[0] in peaks:
+                peaks[phase[0]] = max(peaks[phase[0]], holding[0])
+        time.sleep(0.005)
+        with lock:
+            holding[0] -= 1
+
+    cpu = FakeCpu()
+    worker = LocalWorker(broker, "q", threads=4, poll_ms=10)
+    worker.concurrency = Concurrency(4, 0.75, every=0.05, cpu=cpu)
+    worker.start()
+    try:
+        for number in range(200):
+            page.send(number)
+        deadline = time.monotonic() + 10
+        while worker.concurrency.allowed > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.concurrency.allowed == 1
+        phase[0] = "busy"
+        time.sleep(0.3)
+        phase[0] = "recovering"
+        cpu.busy = False
+        while worker.concurrency.allowed < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        phase[0] = "idle"
+        for number in range(200, 400):
+            page.send(number)
+        broker.join("q", timeout=10_000)
+    finally:
+        worker.stop(timeout=5_000)
+
+    assert peaks == {"busy": 1, "idle": 4}
