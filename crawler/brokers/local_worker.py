@@ -41,11 +41,12 @@ class Concurrency:
     Every ``every`` seconds it looks at the CPU the whole process used since the last
     look (``cpu``, against ``clock``): above ``busy`` of one core, the process is
     CPU-bound and half as many threads hold a message (one at least); at or below it,
-    one more (``most`` at most): additive increase, multiplicative decrease.  The GIL runs one thread's Python at a time: on a fast
-    site, threads that wait on the network for microseconds only take turns, and each
-    turn costs a hand-off.  On a slow one the process idles, and every thread works.
-    A waiting thread looks too, so a crawl whose only page in hand stalls gets its
-    threads back.  With ``busy`` infinite, every thread always."""
+    one more (``most`` at most): additive increase, multiplicative decrease.  The GIL
+    runs one thread's Python at a time: on a fast site, threads that wait on the
+    network for microseconds only take turns, and each turn costs a hand-off.  On a
+    slow one the process idles, and every thread works.  A waiting thread looks too,
+    so a crawl whose only page in hand stalls gets its threads back.  With ``busy``
+    infinite, every thread always."""
 
     def __init__(
         self,
