@@ -339,7 +339,10 @@ def add_seeding(parser: argparse.ArgumentParser, *, upstream: bool) -> None:
         "--local", action="store_true", help="crawl in this process until nothing is left"
     )
     running.add_argument(
-        "--threads", type=threads, help="--local's fetching threads, in all (default 8)"
+        "--threads",
+        type=threads,
+        help="--local's fetching threads in all, at most (default 8; fewer at once while the "
+        "crawl is CPU-bound)",
     )
     running.add_argument(
         "--processes",
