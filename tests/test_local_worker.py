@@ -1,18 +1,25 @@
 """``--local``'s worker (:class:`crawler.brokers.local_worker.LocalWorker`): Dramatiq's
 semantics (retries through the delay queue, dead letters, middleware hooks) with each
-message processed on the thread that took it."""
+message processed on the thread that took it, and its threads taking turns while the
+process is CPU-bound (:class:`crawler.brokers.local_worker.Concurrency`)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from typing import Any
 
 import dramatiq
+import pytest
 
 from crawler.brokers.local import PriorityStubBroker
 from crawler.brokers.local_worker import Concurrency, LocalWorker
+from tests.site_server import SiteServer, generate_site, page_path
+from tests.support import FAST_FAILURES
+from tests.workers import PROJECT_ROOT, environment
 
 
 def test_a_failing_message_is_retried_when_due_and_one_that_gives_up_is_dead_lettered() -> None:
@@ -171,3 +178,39 @@ def test_the_worker_runs_one_page_at_a_time_while_cpu_bound_and_every_thread_whe
         worker.stop(timeout=5_000)
 
     assert peaks == {"busy": 1, "idle": 4}
+
+
+@pytest.mark.parametrize(
+    ("busy", "delay", "expected"),
+    [
+        ("0.000001", 0.05, "one"),  # any CPU at all counts as CPU-bound: one page at a time
+        (None, 0.2, "every"),  # the default, on a slow site: every thread keeps working
+    ],
+)
+def test_a_real_local_crawl_lets_its_threads_take_turns_only_while_cpu_bound(
+    site: SiteServer, busy: str | None, delay: float, expected: str
+) -> None:
+    """``crawler crawl --local`` (one process, 8 threads) on a site of its own: past its
+    first looks at the CPU, as many requests in flight as ``CRAWLER_LOCAL_BUSY`` lets."""
+    site.pages.update(generate_site(site.base_url, pages=60, links_per_page=8))
+    site.delay = delay
+    env = environment(**FAST_FAILURES, **({"CRAWLER_LOCAL_BUSY": busy} if busy else {}))
+    running = subprocess.Popen(
+        [sys.executable, "-m", "crawler.example", "--local", site.url(page_path(0)),
+         "--processes", "1", "--threads", "8"],
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        site.wait_for_requests(25)  # by then the crawl has looked at its CPU a few times
+        site.peak_in_flight = site.in_flight
+        stdout, stderr = running.communicate(timeout=60)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
+    assert running.returncode == 0, stdout + stderr
+    assert site.fetch_counts() == Counter({page_path(i): 1 for i in range(60)})
+    if expected == "one":
+        assert site.peak_in_flight == 1
+    else:
+        assert site.peak_in_flight >= 6
