@@ -54,6 +54,29 @@ class TransientError(dramatiq.Retry):
         return self.reason
 
 
+class ServerBusy(TransientError):
+    """The server asked the crawl to slow down: a 429 (Too Many Requests), or a 503 with
+    ``Retry-After``.  It is the server's pace, not the page's failure: its host waits
+    ``delay`` for the whole crawl, and the page comes back after it without spending a
+    retry (:class:`crawler.frontier.claims.Turn`), up to ``Limits.max_paced`` times.
+
+    Parameters:
+      reason(str): ``HTTP 429 Too Many Requests``.
+      delay(int): Milliseconds the server asked for (bounded), or a second when it did not say.
+      status(int): The HTTP status.
+    """
+
+    delay: int
+
+    def __init__(self, reason: str, delay: int, status: int | None = None) -> None:
+        super().__init__(reason, delay=delay, status=status)
+
+
+class Deferred(Exception):
+    """The message was sent again for later (its server asked the crawl to slow down):
+    no failure; the actor's wrapper makes it the ``deferred`` record."""
+
+
 class Answered(PermanentError):
     """The server answered with a 4xx status other than 408 and 429 (404 Not Found, 410
     Gone, 403 Forbidden...): the URL's answer, not a failure.  No retry can change it, and

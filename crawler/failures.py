@@ -1,5 +1,5 @@
 """One clear log line for every failed attempt, and for the last one above all; and a
-4xx answer made the URL's record, not a failure."""
+4xx answer made the URL's record, not a failure, as is a server's "slow down"."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import dramatiq
 import redis
 from dramatiq.middleware import CurrentMessage, Interrupt
 
+from crawler import outcomes
 from crawler.brokers.returning import BROKER_ERRORS
-from crawler.errors import Answered, PermanentError, TransientError, shown
-from crawler.records import answered_record
+from crawler.errors import Answered, Deferred, PermanentError, TransientError, shown
+from crawler.records import answered_record, skipped_record
 from crawler.stores.memcached import MemcachedError
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,8 @@ R = TypeVar("R")
 def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
     """Wrap ``crawl(url)``: log each failure, say when a URL is given up, and
     turn a Memcached or broker failure into a retry.  A 4xx answer (:class:`Answered`)
-    is no failure: it is returned as the URL's record (outcome ``answered``)."""
+    is no failure: it is returned as the URL's record (outcome ``answered``); nor is a
+    server's "slow down" (:class:`Deferred`: the message comes back later)."""
 
     @functools.wraps(crawl)
     def crawl_reporting_failures(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -39,6 +41,9 @@ def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
         except Answered as e:  # fetched: the server's answer is the URL's record
             logger.warning("URL %r answered %s.", url, e)
             return cast(R, answered_record(given, e))
+        except Deferred as e:  # its server asked the crawl to wait: sent again for later
+            logger.warning("URL %r: %s.", url, e)
+            return cast(R, skipped_record(given, outcomes.DEFERRED))
         except MemcachedError as e:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
             report(url, error)

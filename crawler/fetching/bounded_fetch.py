@@ -33,7 +33,7 @@ from urllib3.util import connection
 
 from crawler import metrics
 from crawler.environment import Limits
-from crawler.errors import Answered, PermanentError, TransientError, shown
+from crawler.errors import Answered, PermanentError, ServerBusy, TransientError, shown
 from crawler.fetching import network_guard
 from crawler.links.canonical import canonical_url
 
@@ -47,6 +47,8 @@ MAX_REDIRECTS = 30
 #: The 4xx answers that say "not now" (408 Request Timeout, 429 Too Many Requests):
 #: retried as a 5xx is; every other 4xx is the URL's answer (:class:`Answered`).
 RETRIED_4XX = (408, 429)
+#: How long a host waits after a 429 that says not how long (no ``Retry-After``), in ms.
+PACE_MS = 1000
 
 #: Errors of the request itself that no retry can mend.
 _PERMANENT_REQUEST_ERRORS = (
@@ -112,7 +114,8 @@ def fetch(
     every hop; a ``304`` answer is returned as any final response is.
 
     A 5xx, 408 or 429 answer is a :class:`TransientError` (retried, after the
-    ``Retry-After`` the server asked for); any other 4xx is :class:`Answered`: the URL's
+    ``Retry-After`` the server asked for): a 429, or a 503 with ``Retry-After``, is the
+    :class:`ServerBusy` that slows its host down; any other 4xx is :class:`Answered`: the URL's
     answer, recorded with its status, neither retried nor dead-lettered.
     """
     deadline = time.monotonic() + limits.fetch_deadline
@@ -138,9 +141,10 @@ def fetch(
     if status in RETRIED_4XX or status >= 500:
         _keep(keeper, fetched, limits)
         response.close()
-        raise TransientError(
-            f"HTTP {status} {response.reason}", delay=retry_after(response, limits), status=status
-        )
+        reason, delay = f"HTTP {status} {response.reason}", retry_after(response, limits)
+        if status == 429 or (status == 503 and delay is not None):  # the server's pace
+            raise ServerBusy(reason, delay=PACE_MS if delay is None else delay, status=status)
+        raise TransientError(reason, delay=delay, status=status)
     if status >= 400:  # the URL's answer: recorded with its status, its body not parsed
         kept = _keep(keeper, fetched, limits)
         response.close()

@@ -36,7 +36,7 @@ from dramatiq.middleware import CurrentMessage
 
 from crawler import outcomes
 from crawler.environment import Lifetimes, Limits
-from crawler.errors import PermanentError, TransientError
+from crawler.errors import Deferred, PermanentError, ServerBusy, TransientError
 from crawler.frontier import counters, journal, politeness
 from crawler.frontier.digests import owner_token, short_id, url_digest
 from crawler.frontier.scope import SITEMAP_ACTOR, message_of
@@ -303,13 +303,16 @@ def attempt_ended(client: StoreClient, message: dramatiq.Message[Any]) -> None:
         client.delete(deliveries_key(message))
 
 
-def defer(broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int) -> None:
-    """Send the message again, same id (so it keeps its claim), ``delay`` ms from now.
+def defer(
+    broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int, **counts: int
+) -> None:
+    """Send the message again, same id (so it keeps its claim), ``delay`` ms from now,
+    with ``counts`` (``paced=N``) among its options.
 
     Unlike a retry this is no failure: rate-limited messages wait, however often.
     """
     deferrals = message.options.get("deferrals", 0) + 1
-    broker.enqueue(message.copy(options={"deferrals": deferrals}), delay=delay)
+    broker.enqueue(message.copy(options={"deferrals": deferrals, **counts}), delay=delay)
 
 
 def put_back_paused(broker: dramatiq.Broker, message: dramatiq.Message[Any], longest: int) -> None:
@@ -333,15 +336,51 @@ def turn_or_defer(
     via_public: bool,
 ) -> tuple[AbstractContextManager[Any] | None, str | None]:
     """The host's turn for ``message`` (:func:`crawler.frontier.politeness.take_turn`): the
-    place to hold while ``url`` is fetched, or None and why not.  A message deferred (over
-    ``--max-rate``, or the host's places all taken) is sent again a while later, its claim
-    kept (:func:`defer`)."""
-    slot, skipped = politeness.take_turn(
+    :class:`Turn` to hold while ``url`` is fetched, or None and why not.  A message
+    deferred (its server asked the crawl to wait, over ``--max-rate``, or the host's places
+    all taken) is sent again a while later, its claim kept (:func:`defer`)."""
+    host, skipped, delay = politeness.take_turn(
         stores, session, url, options, limits=limits, via_public=via_public
     )
     if skipped == outcomes.DEFERRED:
-        defer(broker, message, delay=politeness.defer_delay())
-    return slot, skipped
+        defer(broker, message, delay=delay)
+    if host is None:
+        return None, skipped
+    return Turn(host, broker, message, limits.max_paced), None
+
+
+class Turn(AbstractContextManager["Turn"]):
+    """A message's turn at its host, held while its URL is fetched: the host's own
+    (:class:`~crawler.frontier.politeness.HostTurn`); and when the server asks the crawl
+    to slow down (:class:`ServerBusy`: a 429, a 503 with ``Retry-After``), the message
+    is sent again after the wait it asked for, its retries untouched, up to
+    ``max_paced`` times (past them the answer is a failed attempt, retried as any): the
+    fetch then raises :class:`Deferred`, which the actor's wrapper records as such.
+
+    Parameters:
+      host(HostTurn): The host's turn.
+      broker(Broker): The broker the message came from.
+      message(Message): The message.
+      max_paced(int): How often a message waits for its server without spending a retry.
+    """
+
+    def __init__(
+        self,
+        host: politeness.HostTurn,
+        broker: dramatiq.Broker,
+        message: dramatiq.Message[Any],
+        max_paced: int,
+    ) -> None:
+        self.host, self.broker, self.message, self.max_paced = host, broker, message, max_paced
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        self.host.__exit__(exc_type, exc, traceback)
+        paced = self.message.options.get("paced", 0)
+        if not isinstance(exc, ServerBusy) or paced >= self.max_paced:
+            return
+        delay = exc.delay + politeness.defer_delay()
+        defer(self.broker, self.message, delay, paced=paced + 1)
+        raise Deferred(f"{exc}: its host waits, and the page comes back in {delay / 1000:.1f}s")
 
 
 def take(
