@@ -23,7 +23,7 @@ from crawler import metrics, outcomes
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.fetching.bounded_fetch import fetch, read_body
-from crawler.frontier import counters
+from crawler.frontier import counters, robots_rules
 from crawler.options import CrawlOptions
 from crawler.stores import StorePool, Stores
 from crawler.stores.client import StoreClient
@@ -315,7 +315,7 @@ def robots_for(
             f"{robots_url(url)} could not be reached ({reason}): the host's pages wait"
             " until it answers"
         )
-    return Protego.parse(body.decode("utf-8", "replace"))
+    return robots_rules.parse(body, user_agent)  # RFC 9309's groups, for protego
 
 
 def robots_allow(robots: Protego, url: str, options: CrawlOptions) -> bool:
