@@ -11,7 +11,7 @@ import logging
 import math
 import random
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,7 +21,7 @@ from protego import Protego
 
 from crawler import metrics, outcomes
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
-from crawler.errors import PermanentError, TransientError
+from crawler.errors import PermanentError, ServerBusy, TransientError
 from crawler.fetching.bounded_fetch import fetch, read_body
 from crawler.frontier import counters, robots_rules
 from crawler.options import CrawlOptions
@@ -64,20 +64,53 @@ def take_turn(
     *,
     limits: Limits,
     via_public: bool,
-) -> tuple[AbstractContextManager[Any] | None, str | None]:
-    """Robots.txt, the host's rate and its places (:func:`check`, :func:`host_slot`): the
-    host's place to hold while ``url`` is fetched, or None and why not: ``disallowed``
-    (by robots.txt, for good) or ``deferred`` (over the rate, or every place taken: the
-    message is to come back later)."""
+) -> tuple[HostTurn | None, str | None, int]:
+    """The host's pace, robots.txt, its rate and its places (:func:`paused_for`,
+    :func:`check`, :func:`host_slot`): the host's turn to hold while ``url`` is fetched,
+    or None and why not: ``disallowed`` (by robots.txt, for good) or ``deferred`` (its
+    server asked the crawl to wait, over the rate, or every place taken: the message is
+    to come back later); and in how many milliseconds it is to come back."""
     with stores.memcache_pool.reserve() as client:
-        verdict = check(
-            client, stores.rate_limits, session, url, options, limits=limits, via_public=via_public
-        )
+        left = paused_for(client, options, url)
+        if left:
+            metrics.rate_limited("paced")
+            return None, outcomes.DEFERRED, left + defer_delay()
+        try:
+            verdict = check(
+                client, stores.rate_limits, session, url, options, limits=limits,
+                via_public=via_public,
+            )  # fmt: skip
+        except ServerBusy as e:  # robots.txt's answer: the host's pace holds for its pages
+            pause_host(client, options, url, e.delay)
+            return None, outcomes.DEFERRED, e.delay + defer_delay()
     if verdict == DISALLOWED:
         logger.warning("Skipping URL %r since robots.txt disallows it.", url)
-        return None, outcomes.DISALLOWED
+        return None, outcomes.DISALLOWED, 0
     slot = None if verdict == RATE_LIMITED else host_slot(stores.memcache_pool, url, options)
-    return slot, (outcomes.DEFERRED if slot is None else None)
+    return slot, (outcomes.DEFERRED if slot is None else None), defer_delay()
+
+
+def pace_key(crawl_id: str | None, url: str) -> str:
+    """Where a crawl keeps until when ``url``'s host asked it to wait."""
+    return counters.crawl_key(crawl_id or "-", f"paced:{_host_digest(url)}")
+
+
+def paused_for(client: StoreClient, options: CrawlOptions, url: str) -> int:
+    """Milliseconds left of the wait ``url``'s server asked this crawl for, or 0."""
+    until = client.get(pace_key(options.crawl_id, url))
+    if until is None:
+        return 0
+    return max(0, math.ceil((float(until) - time.time()) * 1000))
+
+
+def pause_host(client: StoreClient, options: CrawlOptions, url: str, delay: int) -> None:
+    """``url``'s server answered :class:`ServerBusy`: its host waits ``delay`` ms for the
+    whole crawl (every worker's messages for it are deferred until then)."""
+    until = time.time() + delay / 1000
+    if until > time.time() + paused_for(client, options, url) / 1000:  # the longer wait holds
+        key = pace_key(options.crawl_id, url)
+        client.set(key, f"{until:.3f}".encode(), time=math.ceil(delay / 1000) + 1)
+        logger.warning("Host of %r asked the crawl to wait; waiting %.1fs.", url, delay / 1000)
 
 
 def check(
@@ -196,13 +229,11 @@ def slot_keys(crawl_id: str, url: str, places: int) -> list[str]:
     return [counters.crawl_key(crawl_id, f"slot:{host}:{i}") for i in range(places)]
 
 
-def host_slot(
-    pool: StorePool, url: str, options: CrawlOptions
-) -> AbstractContextManager[Any] | None:
+def host_slot(pool: StorePool, url: str, options: CrawlOptions) -> HostTurn | None:
     """With ``--max-per-host N``: one of the N places of ``url``'s host for a fetch in
     flight, held until the context ends; None when all were taken for ``RATE_WAIT``
-    seconds (the message is deferred, as over ``--max-rate``).  Without it, a context
-    that holds nothing.
+    seconds (the message is deferred, as over ``--max-rate``).  Without it, a turn
+    that holds no place.
 
     The places are N keys in the crawl's store, each taken with ``add``: one a killed
     worker held frees itself after ``SLOT_TTL``, so a crawl never waits for good.
@@ -210,7 +241,7 @@ def host_slot(
     refused tries too and keeps a killed worker's place until the whole count expires.)
     """
     if options.max_per_host is None or options.crawl_id is None:
-        return nullcontext()
+        return HostTurn(pool, url, options)
     keys = slot_keys(options.crawl_id, url, options.max_per_host)
     deadline = time.monotonic() + RATE_WAIT
     while True:
@@ -218,7 +249,7 @@ def host_slot(
             taken = client.get_multi(keys)
             for key in random.sample(keys, len(keys)):
                 if key not in taken and client.add(key, 1, time=SLOT_TTL):
-                    return _Slot(pool, key)
+                    return HostTurn(pool, url, options, key)
         if time.monotonic() >= deadline:
             metrics.rate_limited("deferred")
             return None
@@ -226,15 +257,31 @@ def host_slot(
         time.sleep(random.uniform(*SLOT_POLL))
 
 
-class _Slot(AbstractContextManager[Any]):
-    """A place taken by :func:`host_slot`, given back when the fetch ends."""
+class HostTurn(AbstractContextManager[Any]):
+    """A host's turn for one fetch (:func:`host_slot`): its place, when one was taken,
+    given back when the fetch ends; and an answer that asks the crawl to wait
+    (:class:`ServerBusy`) makes the host wait for every worker (:func:`pause_host`).
 
-    def __init__(self, pool: StorePool, key: str) -> None:
-        self.pool, self.key = pool, key
+    Parameters:
+      pool(StorePool): The crawl's store.
+      url(str): The URL fetched.
+      options(CrawlOptions): The crawl's options.
+      key(str): The ``--max-per-host`` place taken, or None.
+    """
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __init__(
+        self, pool: StorePool, url: str, options: CrawlOptions, key: str | None = None
+    ) -> None:
+        self.pool, self.url, self.options, self.key = pool, url, options, key
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        if self.key is None and not isinstance(exc, ServerBusy):
+            return
         with self.pool.reserve() as client:
-            client.delete(self.key)
+            if self.key is not None:
+                client.delete(self.key)
+            if isinstance(exc, ServerBusy):
+                pause_host(client, self.options, self.url, exc.delay)
 
 
 def origin(url: str) -> str:
@@ -298,7 +345,11 @@ def robots_for(
     wait = robots_wait(limits)
     body = client.get(key)
     if body is None and client.add(key + ":lock", 1, time=math.ceil(wait)):
-        body = _fetch_robots(session, robots_url(url), user_agent, limits, via_public)
+        try:
+            body = _fetch_robots(session, robots_url(url), user_agent, limits, via_public)
+        except ServerBusy:  # the host's pace (take_turn): the next ask after it fetches it
+            client.delete(key + ":lock")
+            raise
         unreachable = body.startswith(_UNREACHABLE)
         client.set(key, body, time=ROBOTS_UNREACHABLE_TTL if unreachable else ROBOTS_TTL)
         if unreachable:
@@ -343,6 +394,8 @@ def _fetch_robots(
             max_redirects=ROBOTS_MAX_REDIRECTS,
         ) as fetched:
             return read_body(fetched, limits, truncate_at=ROBOTS_MAX_BYTES)
+    except ServerBusy:
+        raise
     except TransientError as e:  # 5xx, 429, timeouts, connections: RFC 9309's unreachable
         logger.warning(
             "Could not reach %s (%s); its host's pages wait until it answers.", address, e
