@@ -114,14 +114,30 @@ def page_of(
 
 def requests_followed(outcome: Outcome | None, base: str) -> list[Request]:
     """The requests a handler asked to follow, their URLs resolved against the page's
-    URL, http(s) ones only."""
+    URL, http(s) ones only.  Resolving never fails the page: a URL that cannot be
+    resolved is kept absolute for :func:`crawler.frontier.scope.page_links_to_follow`
+    to drop and count, as a page's own malformed link is."""
     if outcome is None:
         return []
     resolved = (
-        Request(urljoin(base, request.url), request.label, request.data)
+        Request(_resolved(base, request.url), request.label, request.data)
         for request in outcome.follow
     )
     return [request for request in resolved if request.url.startswith(("http://", "https://"))]
+
+
+def _resolved(base: str, url: str) -> str:
+    """``url`` resolved against ``base``; one whose authority cannot be parsed
+    (``http://[::1``, ``//[::1``) returned absolute as RFC 3986 5.2.2 would resolve it
+    (a network-path one gets the base's scheme), its scheme lower-cased, as the link
+    extractor returns such an ``href`` (:mod:`crawler.links.extraction`)."""
+    try:
+        return urljoin(base, url)
+    except ValueError:  # urllib refuses the authority: the scope drops it, with its reason
+        if url.startswith("//"):
+            url = base.partition(":")[0] + ":" + url
+        scheme, colon, rest = url.partition(":")
+        return scheme.lower() + colon + rest
 
 
 @dataclass(frozen=True)
@@ -146,7 +162,8 @@ class Request:
 class Handled:
     """What a handler may return instead of a ``dict``: the page record's ``data``, URLs
     to ``follow`` (strings or :class:`Request`, absolute or relative to the page), each
-    subject to the crawl's scope, robots.txt and budgets like the page's own links, and
+    subject to the crawl's scope, robots.txt and budgets like the page's own links (one
+    that cannot be parsed dropped and counted as theirs are), and
     ``items``: JSON objects for the crawl's item sink (``--items``), any number a page."""
 
     data: dict[str, Any] | None = None

@@ -17,3 +17,18 @@ def three_items(page: Page) -> Handled:
     ]
     items[-1] |= {"note": "the last, ä", "_url": "mine"}
     return Handled(data={"items": PER_PAGE}, items=items)
+
+
+#: The item ``nul_items`` adds on ``/page/1.html``: U+0000 in a value, in keys, and in a
+#: key that, U+0000 replaced, is another key of its object.
+NUL_ITEM = {"title": "a\x00b", "k\x00": [{"\x00": "x"}], "k\ufffd": "mine"}
+#: ``NUL_ITEM`` as a PostgreSQL table holds it.
+NUL_ITEM_STORED = {"title": "a\ufffdb", "k\ufffd\ufffd": [{"\ufffd": "x"}], "k\ufffd": "mine"}
+
+
+def nul_items(page: Page) -> Handled:
+    """:func:`three_items`, and on ``/page/1.html`` :data:`NUL_ITEM` after them."""
+    handled = three_items(page)
+    if page.url.endswith("/page/1.html"):
+        return Handled(data=handled.data, items=[*handled.items, NUL_ITEM])
+    return handled

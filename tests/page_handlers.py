@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from crawler.handlers import Handled, Page
+from crawler.handlers import Handled, Page, Request
 
 
 def heading(page: Page) -> dict[str, Any]:
@@ -35,6 +35,17 @@ def failing(page: Page) -> dict[str, Any]:
 def hidden_links(page: Page) -> Handled:
     """Asks to follow ``hidden.html`` (relative), which no page links to."""
     return Handled(data={"status": page.status}, follow=["hidden.html"])
+
+
+#: The URLs ``malformed_follow`` asks for that cannot be parsed: a page's record counts
+#: them dropped.
+MALFORMED = ("http://[::1", "//[::2", Request("http://[::3", "item", {"from": "here"}))
+
+
+def malformed_follow(page: Page) -> Handled:
+    """Asks to follow the :data:`MALFORMED` URLs (a malformed authority: absolute,
+    network-path, and a labelled request's) and ``hidden.html``."""
+    return Handled(data={"ok": True}, follow=[*MALFORMED, "hidden.html"])
 
 
 #: What ``misbehaving`` on 7.html waits for (12 s at most): a test sets it to let go.

@@ -276,6 +276,64 @@ def test_handler_urls_are_followed_within_the_crawl_s_scope(
     assert len(urls) == 4
 
 
+def handler_links_site(site: SiteServer) -> None:
+    titled_site(site, pages=3)
+    site.pages["/page/hidden.html"] = SitePage(b"<html><body>hidden</body></html>")
+
+
+def check_malformed_handler_links_dropped(site: SiteServer, output: Path) -> None:
+    """Every page crawled once, the handler's links that cannot be parsed dropped and
+    counted in each record, its good one followed."""
+    records = {record["url"]: record for record in read_records(output)}
+    pages = [*(page_path(i) for i in range(3)), "/page/hidden.html"]
+    assert set(records) == {site.url(path) for path in pages}
+    assert site.fetch_counts() == {path: 1 for path in pages}  # no retry
+    assert {r["outcome"] for r in records.values()} == {"crawled"}
+    dropped = len(page_handlers.MALFORMED)
+    assert {r["dropped_links"] for r in records.values()} == {dropped}
+    assert {json.dumps(r["data"]) for r in records.values()} == {'{"ok": true}'}
+
+
+def test_a_handler_s_url_that_cannot_be_parsed_is_dropped_and_counted_in_local_mode(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    handler_links_site(site)
+    output = tmp_path / "records.jsonl"
+    crawled = seed(
+        environment(**FAST_FAILURES),
+        site.url(page_path(0)),
+        "--local",
+        "--handler",
+        "tests.page_handlers:malformed_follow",
+        "-o",
+        str(output),
+    )
+    assert crawled.returncode == 0, crawled.stderr[-3000:]
+    assert "Traceback" not in crawled.stderr
+    check_malformed_handler_links_dropped(site, output)
+
+
+def test_a_handler_s_url_that_cannot_be_parsed_is_dropped_and_counted_on_workers(
+    site: SiteServer, tmp_path: Path, rabbitmq_env: dict[str, str]
+) -> None:
+    handler = "tests.page_handlers:malformed_follow"
+    env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_HANDLERS=handler)
+    handler_links_site(site)
+    output = tmp_path / "records.jsonl"
+    workers = WorkerProcesses(env, processes=1, threads=2)
+    try:
+        crawled = seed(
+            env, site.url(page_path(0)), "--handler", handler, "--wait", "-o", str(output)
+        )
+    finally:
+        assert workers.stop() == 0
+    assert crawled.returncode == 0, crawled.stderr[-3000:]
+    assert workers.tracebacks() == []
+    assert workers.logged_any("Dropped 3 malformed link(s)")
+    assert dead_letters(env) == 0
+    check_malformed_handler_links_dropped(site, output)
+
+
 def test_a_local_handler_that_cannot_be_loaded_is_a_usage_error(site: SiteServer) -> None:
     refused = seed(environment(), site.url(page_path(0)), "--local", "--handler", "nope:fn")
     assert refused.returncode == 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ import psycopg
 import pytest
 
 from crawler.items.sinks import INSTALL, ItemSinkError, open_sink
-from tests.item_handlers import PER_PAGE
+from tests.item_handlers import NUL_ITEM, NUL_ITEM_STORED, PER_PAGE
 from tests.postgres_server import PostgresProcess
 from tests.site_server import SiteServer, html, page_path
 from tests.support import read_records
@@ -127,6 +128,79 @@ def test_a_postgresql_sink_has_a_row_an_item_exactly_once(
         sink.close()
     assert len(rows(postgres, "once")) == PAGES * PER_PAGE
     assert {row[3].get("path") for row in rows(postgres, "once")} != {None}  # the first kept
+
+
+NUL_HANDLER = "tests.item_handlers:nul_items"
+
+
+def nul_items_expected(site: SiteServer, pages: int) -> set[tuple[str, int]]:
+    return expected_items(site, pages) | {(site.url(page_path(1)), PER_PAGE)}
+
+
+def stored_items(postgres: PostgresProcess, table: str) -> dict[tuple[str, int], Any]:
+    """Each row's item by its URL and index, none twice."""
+    found = rows(postgres, table)
+    by_place = {(row[1], row[2]): row[3] for row in found}
+    assert len(by_place) == len(found)
+    return by_place
+
+
+def test_an_item_holding_u0000_is_stored_in_postgresql_and_the_crawl_goes_on(
+    site: SiteServer, postgres: PostgresProcess, tmp_path: Path
+) -> None:
+    """PostgreSQL's jsonb refuses U+0000: the item is stored with U+FFFD in its place,
+    every page is crawled and every other item stored; the record keeps it as it was."""
+    pages, records = 12, tmp_path / "records.jsonl"
+    done = crawler(
+        environment(), "crawl", "--local", chain(site, pages), "--handler", NUL_HANDLER,
+        "--items", f"{postgres.url}?table=nul", "-o", str(records),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert f"{pages * PER_PAGE + 1} items" in done.stdout
+    stored = stored_items(postgres, "nul")
+    assert set(stored) == nul_items_expected(site, pages)
+    assert stored[(site.url(page_path(1)), PER_PAGE)] == NUL_ITEM_STORED
+    assert len({path for path in site.fetch_counts() if path.startswith("/page/")}) == pages
+    by_url = {record["url"]: record for record in read_records(records)}
+    assert by_url[site.url(page_path(1))]["items"][-1] == NUL_ITEM
+
+
+def test_a_local_state_crawl_with_an_item_holding_u0000_carries_on_to_the_end(
+    site: SiteServer, postgres: PostgresProcess, tmp_path: Path
+) -> None:
+    """Stopped by Ctrl-C after the page of the U+0000 item, then carried on: it ends,
+    every item stored once."""
+    pages, hold_from = 8, 5  # robots.txt, pages 0 to 2 answered; page 3 held
+    site.hold_from = hold_from
+    command = [
+        CRAWLER, "crawl", "--local", chain(site, pages), "--threads", "1", "--handler",
+        NUL_HANDLER, "--items", f"{postgres.url}?table=nul_state", "--state",
+        str(tmp_path / "state"),
+    ]  # fmt: skip
+    first = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, env=environment(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while len(site.requests) < hold_from and first.poll() is None:
+            assert time.monotonic() < deadline, "the crawl never reached the held page"
+            time.sleep(0.05)
+        first.send_signal(signal.SIGINT)
+    finally:
+        site.release()
+        first.communicate(timeout=60)
+    again = subprocess.run(
+        command, cwd=PROJECT_ROOT, env=environment(), capture_output=True, text=True, timeout=90
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert first.returncode == 130
+    assert "Carrying on with the crawl kept in" in again.stdout
+    assert "Traceback" not in again.stderr
+    stored = stored_items(postgres, "nul_state")
+    assert set(stored) == nul_items_expected(site, pages)
+    assert stored[(site.url(page_path(1)), PER_PAGE)] == NUL_ITEM_STORED
 
 
 def test_postgresql_going_down_mid_crawl_stops_it_in_one_line(

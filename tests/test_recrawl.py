@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
+import string
 import subprocess
 import sys
 import tempfile
@@ -230,6 +232,7 @@ def test_a_file_that_is_no_earlier_crawl_s_records_is_refused_naming_the_line(
     good = json.dumps({"url": site.url("/"), "outcome": "crawled", "links": [], "etag": '"1"'})
     for lines, said in [
         ([good, good, "{not json"], "line 3: not JSON"),
+        ([good, good.replace("crawled", "crawled\udcff")], "line 2: not UTF-8 (byte 0xff at"),
         ([good, '{"name": "a row of something else"}'], "line 2: not a crawler record"),
         ([json.dumps({"url": "ftp://x/", "outcome": "crawled"})], "line 1: its url is not an"),
         (
@@ -239,7 +242,7 @@ def test_a_file_that_is_no_earlier_crawl_s_records_is_refused_naming_the_line(
         ([good.replace("127.0.0.1", "127.0.0.2")], "none of its 1 records is of the seeds' hosts"),
     ]:
         path = tmp_path / "earlier.jsonl"
-        path.write_text("\n".join(lines) + "\n")
+        path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
         refused = crawler_crawl("--local", site.url("/"), "--recrawl-from", str(path))
         assert refused.returncode == 2, refused.stderr
         assert said in refused.stderr and "--recrawl-from" in refused.stderr, refused.stderr
@@ -247,6 +250,97 @@ def test_a_file_that_is_no_earlier_crawl_s_records_is_refused_naming_the_line(
     assert site.fetch_counts() == {}  # nothing was sent, nothing fetched
     missing = crawler_crawl("--local", site.url("/"), "--recrawl-from", str(tmp_path / "none"))
     assert missing.returncode == 2 and "No such file" in missing.stderr
+    # A byte-order mark first, as some editors save a file, is no part of line 1.
+    marked = earlier_records(tmp_path / "marked.jsonl", {"url": site.url("/")}, bom="\ufeff")
+    assert crawler_crawl("--local", site.url("/"), "--recrawl-from", str(marked)).returncode == 0
+
+
+def earlier_records(path: Path, *records: dict[str, Any], bom: str = "") -> Path:
+    """``records`` as an earlier crawl's ``-o`` file at ``path`` (after ``bom``), each
+    record of outcome ``crawled`` unless it says."""
+    lines = [json.dumps({"outcome": "crawled", "links": []} | record) for record in records]
+    path.write_text(bom + "\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_validator_no_request_can_carry_is_left_out_and_its_page_fetched_in_full(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    """An ETag holding CR LF (a header injected), one outside Latin-1, a Last-Modified
+    holding a NUL: each left out with one warning; their pages fetched in full, none
+    given up, no header injected; a good validator of the same file still asks 304."""
+    site.pages["/"] = html(*(site.url(f"/{i}.html") for i in range(4)))
+    for i in range(4):
+        site.pages[f"/{i}.html"] = Page(html().body, headers=(("ETag", f'"v{i}"'),))
+    earlier = earlier_records(
+        tmp_path / "earlier.jsonl",
+        {"url": site.url("/0.html"), "etag": '"v0"\r\nX-Injected: 1'},
+        {"url": site.url("/1.html"), "etag": '"v1€"'},
+        {"url": site.url("/2.html"), "last_modified": "Mon, 01 Jan 2024 00:00:00\x00 GMT"},
+        {"url": site.url("/3.html"), "etag": '"v3"'},
+    )
+    done = crawler_crawl(
+        "--local", site.url("/"), "--recrawl-from", str(earlier), "-o", str(tmp_path / "r.jsonl")
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    warned = [line for line in done.stderr.splitlines() if "no request can carry" in line]
+    assert len(warned) == 1, done.stderr
+    assert "3 validator(s)" in warned[0] and "line 1's etag first" in warned[0]
+    records = records_of(tmp_path / "r.jsonl")
+    outcomes = {url: (r["outcome"], r["status"]) for url, r in records.items()}
+    assert outcomes == {site.url("/"): ("crawled", 200)} | {
+        site.url(f"/{i}.html"): ("crawled", 200) for i in range(3)
+    } | {site.url("/3.html"): ("unchanged", 304)}
+    assert not any("X-Injected" in request.headers for request in site.requests)
+    assert site.fetch_counts()["/0.html"] == 1  # fetched once, in full, not retried
+
+
+def test_an_earlier_record_s_links_are_capped_as_a_page_s(site: SiteServer, tmp_path: Path) -> None:
+    """A record listing 300 links, its page unchanged: the first
+    ``CRAWLER_MAX_LINKS_PER_PAGE`` (50 here) followed, as a page's, not all 300."""
+    links = [site.url(f"/l{i}.html") for i in range(300)]
+    site.pages["/"] = Page(html(*links).body, headers=(("ETag", '"v"'),))
+    earlier = earlier_records(
+        tmp_path / "earlier.jsonl", {"url": site.url("/"), "etag": '"v"', "links": links}
+    )
+    done = crawler_crawl(
+        "--local", site.url("/"), "--recrawl-from", str(earlier), "-o", str(tmp_path / "r.jsonl"),
+        env=environment(**FAST_FAILURES, CRAWLER_MAX_LINKS_PER_PAGE="50"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = records_of(tmp_path / "r.jsonl")[site.url("/")]
+    assert record["outcome"] == "unchanged" and record["links"] == links[:50]
+    fetched = set(site.fetch_counts()) - {"/robots.txt"}
+    assert fetched == {"/", *(f"/l{i}.html" for i in range(50))}
+    assert "Taking only the first 50 links of" in done.stderr
+
+
+def test_an_earlier_entry_too_large_for_memcached_costs_a_download_not_the_crawl(
+    site: SiteServer, tmp_path: Path, rabbitmq_env: dict[str, str]
+) -> None:
+    """100,000 long links in one record: over Memcached's 1 MiB even compressed; the
+    entry is not kept, its page is fetched in full, the recrawl ends."""
+    env = environment(**rabbitmq_env, **FAST_FAILURES)
+    rng = random.Random(52)
+    links = [
+        site.url("/" + "".join(rng.choices(string.ascii_lowercase, k=60))) for _ in range(100_000)
+    ]
+    site.pages["/"] = Page(html().body, headers=(("ETag", '"v"'),))
+    earlier = earlier_records(
+        tmp_path / "earlier.jsonl", {"url": site.url("/"), "etag": '"v"', "links": links}
+    )
+    workers = WorkerProcesses(env, processes=1, threads=2)
+    try:
+        done = crawler_crawl(
+            site.url("/"), "--wait", "--recrawl-from", str(earlier), "-o",
+            str(tmp_path / "r.jsonl"), env=env,
+        )  # fmt: skip
+    finally:
+        assert workers.stop() == 0
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 page(s) of the earlier crawl list too many links to keep" in done.stderr
+    record = records_of(tmp_path / "r.jsonl")[site.url("/")]
+    assert (record["outcome"], record["status"]) == ("crawled", 200)
 
 
 def versioned_site(site: SiteServer, pages: int) -> None:

@@ -1,17 +1,20 @@
 """``--recrawl-from FILE``: a crawl that downloads only what changed since an earlier one.
 
 FILE holds the records (``-o``, JSON lines) of an earlier crawl of the same site.  The
-seeder reads it whole before it sends anything (a line that is no crawler record stops
-it, naming the line), and keeps what a recrawl needs of each page that had a validator
-(its ``etag``, its ``last_modified``) in the dedup store, under the crawl's id, for the
-crawl's lifetime: those validators, the page's links, its payload digest and, when
-the earlier crawl's WARC files are given (``--recrawl-warc DIR``), where its capture
-is.  A worker reads a page's entry before fetching it (one more round trip, only in a
-recrawl) and sends ``If-None-Match`` / ``If-Modified-Since``; a ``304 Not Modified``
-is an unchanged page: its record says ``unchanged``, and the earlier record's links
-are followed without the page being downloaded or parsed, so the recrawl reaches
-every page a full crawl would.  A page the store no longer holds (evicted, or never
-seen) is fetched in full: an entry lost costs a download, never a page.
+seeder reads it whole before it sends anything (a line that is no crawler record, or
+not UTF-8, stops it, naming the line; a validator no request can carry is left out,
+with one warning, and its page fetched in full), and keeps what a recrawl needs of
+each page that had a validator (its ``etag``, its ``last_modified``) in the dedup
+store, under the crawl's id, for the crawl's lifetime: those validators, the page's
+links, its payload digest and, when the earlier crawl's WARC files are given
+(``--recrawl-warc DIR``), where its capture is.  A worker reads a page's entry before
+fetching it (one more round trip, only in a recrawl) and sends ``If-None-Match`` /
+``If-Modified-Since``; a ``304 Not Modified`` is an unchanged page: its record says
+``unchanged``, and the earlier record's links are followed without the page being
+downloaded or parsed (the first ``CRAWLER_MAX_LINKS_PER_PAGE`` of them, the worker's,
+as a page's), so the recrawl reaches every page a full crawl would.  A page the store
+no longer holds (evicted, never seen, or too large to keep: :data:`MAX_ENTRY_BYTES`)
+is fetched in full: an entry lost costs a download, never a page.
 
 Why the store rather than the messages: a page's message is sent by whichever page
 links to it first, and that page cannot know another's validators; the store is
@@ -21,7 +24,10 @@ where every worker looks already.  Measured in ``docs/benchmarks.md``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import logging
+import re
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -29,6 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from crawler.environment import limits_from_environment
 from crawler.frontier.digests import url_digest
 from crawler.options import canonical_http_url
 from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, NOT_HTML, UNCHANGED
@@ -37,6 +44,19 @@ from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, NOT_HTML, UNCHANGED
 PAGES = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, UNCHANGED)
 #: Entries written to the store in one round trip.
 BATCH = 500
+#: An entry's size at most, compressed: Memcached refuses a value over 1 MiB (its
+#: default ``-I``); a page whose entry is larger is fetched in full.
+MAX_ENTRY_BYTES = 512 * 1024
+#: A validator a request can carry back (RFC 9110's field value: visible ASCII and
+#: Latin-1's upper half, spaces and tabs inside; no CR, LF, NUL or other control), of
+#: :data:`MAX_VALIDATOR` characters at most: else requests refuses the header, or a
+#: server the request (``431``), and the page would be lost rather than fetched.
+_SENDABLE = re.compile(r"[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?")
+MAX_VALIDATOR = 1024
+#: The validators of a record, and the header each is sent back in.
+VALIDATORS = {"etag": "If-None-Match", "last_modified": "If-Modified-Since"}
+
+logger = logging.getLogger(__name__)
 
 
 class RecrawlFileError(ValueError):
@@ -98,9 +118,24 @@ def key(crawl_id: str, url: str) -> str:
 
 
 def earlier_of(client: Any, crawl_id: str | None, url: str) -> Earlier | None:
-    """The earlier entry of ``url`` in the crawl ``crawl_id``, if the store holds one."""
+    """The earlier entry of ``url`` in the crawl ``crawl_id``, if the store holds one,
+    its links cut to the first ``CRAWLER_MAX_LINKS_PER_PAGE``, as a page's are."""
     data = client.get(key(str(crawl_id), url))
-    return None if data is None else Earlier.decoded(bytes(data))
+    if data is None:
+        return None
+    earlier = Earlier.decoded(bytes(data))
+    most = _max_links()
+    if len(earlier.links) <= most:
+        return earlier
+    logger.warning("Taking only the first %d links of %r.", most, url)
+    return dataclasses.replace(earlier, links=earlier.links[:most])
+
+
+@functools.cache
+def _max_links() -> int:
+    """``CRAWLER_MAX_LINKS_PER_PAGE`` of this process (a worker: what its pages' links
+    are capped at), read once."""
+    return limits_from_environment().max_links_per_page
 
 
 def unchanged(earlier: Earlier | None, status: int) -> Earlier | None:
@@ -118,9 +153,10 @@ def read_records(
     the seeds' hosts (another site's).  ``warc``: the earlier crawl's WARC files."""
     entries, hosts, records = [], set(), 0
     try:
-        lines = path.open(encoding="utf-8")
+        lines = path.open(encoding="utf-8", errors="surrogateescape")  # bad bytes: per line
     except OSError as e:
         raise RecrawlFileError(f"--recrawl-from {str(path)!r}: {e.strerror or e}") from e
+    unsendable: list[str] = []  # the validators left out, as "line N's etag"
     with lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
@@ -128,8 +164,18 @@ def read_records(
             record = _record(path, number, line)
             records += 1
             hosts.add(urlsplit(record["url"]).hostname)
-            if record["outcome"] in PAGES and (record.get("etag") or record.get("last_modified")):
+            if record["outcome"] not in PAGES:
+                continue
+            unsendable += _without_unsendable(record, number)
+            if record.get("etag") or record.get("last_modified"):
                 entries.append((record["url"], _earlier(record)))
+    if unsendable:
+        logger.warning(
+            "--recrawl-from %r: %d validator(s) no request can carry (a CR, LF or other control,"
+            " a character outside Latin-1, over %d characters), %s first: left out, their"
+            " pages fetched in full.",
+            str(path), len(unsendable), MAX_VALIDATOR, unsendable[0],
+        )  # fmt: skip
     seed_hosts = {urlsplit(seed).hostname for seed in seeds}
     if records and not hosts & seed_hosts:
         raise RecrawlFileError(
@@ -157,6 +203,15 @@ _FIELDS: Mapping[str, type | tuple[type, ...]] = {
 
 def _record(path: Path, number: int, line: str) -> dict[str, Any]:
     where = f"--recrawl-from {str(path)!r}, line {number}"
+    if number == 1:
+        line = line.removeprefix("\ufeff")  # a byte-order mark, as some editors write
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as e:  # a byte the reading escaped (surrogateescape)
+        byte = ord(line[e.start]) - 0xDC00
+        raise RecrawlFileError(
+            f"{where}: not UTF-8 (byte 0x{byte:02x} at character {e.start + 1})"
+        ) from None
     try:
         record = json.loads(line)
     except ValueError as e:
@@ -168,10 +223,27 @@ def _record(path: Path, number: int, line: str) -> dict[str, Any]:
             raise RecrawlFileError(f"{where}: its {name} is not what a crawler record holds")
     try:
         record["url"] = canonical_http_url(record["url"], sendable=False)
-        record["links"] = [str(link) for link in record.get("links", [])]
+        # Absolute http(s) links only, as a page's (the others are not followed).
+        record["links"] = [
+            link
+            for link in record.get("links", [])
+            if isinstance(link, str) and link.startswith(("http://", "https://"))
+        ]
     except ValueError as e:
         raise RecrawlFileError(f"{where}: its url {e}") from None
     return record
+
+
+def _without_unsendable(record: dict[str, Any], number: int) -> list[str]:
+    """Leave out the validators of ``record`` no request can carry (:data:`_SENDABLE`);
+    which they were, as ``line N's etag``."""
+    left_out = []
+    for name in VALIDATORS:
+        value = record.get(name)
+        if value and (len(value) > MAX_VALIDATOR or not _SENDABLE.fullmatch(value)):
+            record[name] = None
+            left_out.append(f"line {number}'s {name}")
+    return left_out
 
 
 def _earlier(record: Mapping[str, Any]) -> Earlier:
@@ -211,15 +283,27 @@ def _captures(directory: Path) -> dict[str, Capture]:
 
 def load(client: Any, crawl_id: str, entries: Iterable[tuple[str, Earlier]], ttl: int) -> int:
     """Keep ``entries`` in the store under the crawl (for ``ttl`` seconds): how many.
-    An entry there already (a carried-on crawl) is left as it is."""
+    An entry there already (a carried-on crawl) is left as it is; one over
+    :data:`MAX_ENTRY_BYTES` is not kept (a warning says how many): its page is fetched
+    in full."""
     batch: dict[str, bytes] = {}
-    count = 0
+    count = too_large = 0
     for url, earlier in entries:
-        batch[key(crawl_id, url)] = earlier.encoded()
+        encoded = earlier.encoded()
+        if len(encoded) > MAX_ENTRY_BYTES:
+            too_large += 1
+            continue
+        batch[key(crawl_id, url)] = encoded
         count += 1
         if len(batch) >= BATCH:
             client.add_multi(batch, time=ttl)
             batch = {}
     if batch:
         client.add_multi(batch, time=ttl)
+    if too_large:
+        logger.warning(
+            "--recrawl-from: %d page(s) of the earlier crawl list too many links to keep"
+            " (over %d bytes compressed): fetched in full.",
+            too_large, MAX_ENTRY_BYTES,
+        )  # fmt: skip
     return count

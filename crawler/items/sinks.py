@@ -11,7 +11,11 @@ order, then ``_extra``: a JSON object of the keys an item has that the first did
 any other value as JSON, a missing key or null an empty cell.  In PostgreSQL, a row an
 item (:data:`TABLE`), written once per crawl, URL and index: a page whose record
 comes twice (a worker died before its message was acknowledged, and the page was
-fetched again) adds nothing.
+fetched again) adds nothing.  An item is strict JSON (the handler step saw to that:
+no NaN, no lone surrogate, 100 levels deep at most); of that, ``jsonb`` refuses only
+U+0000 in a string or a key, which would stop the crawl for one item: the PostgreSQL
+sink stores U+FFFD in its place (:func:`jsonb_storable`).  The files keep every item
+as it is.
 
 A sink that cannot write raises :class:`ItemSinkError`, one line saying why: the crawl
 stops (:mod:`crawler.local_mode`, :mod:`crawler.tracking.seeder`).
@@ -44,6 +48,10 @@ DEFAULT_TABLE = "items"
 #: The CSV sink's columns before and after the first item's keys.
 CSV_FIRST, CSV_EXTRA = ("_crawl_id", "_url", "_index"), "_extra"
 INSTALL = "pip install 'crawler[postgresql]'"
+#: What PostgreSQL's ``jsonb`` cannot hold in a string or a key (``\u0000 cannot be
+#: converted to text``), and what the PostgreSQL sink stores in its place: the
+#: replacement character, which says a character was there that could not be kept.
+NUL, REPLACEMENT = "\x00", "\ufffd"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
@@ -254,7 +262,10 @@ class PostgresSink:
             return
         from psycopg.types.json import Jsonb  # imported when opened: it is there
 
-        rows = [(self.crawl_id, url, index, Jsonb(item)) for index, item in enumerate(items)]
+        rows = [
+            (self.crawl_id, url, index, Jsonb(jsonb_storable(item)))
+            for index, item in enumerate(items)
+        ]
         with self._lock:
             if self._connection is None or self._connection.closed:
                 raise ItemSinkError(f"cannot write items to {self.name}: its connection is closed")
@@ -264,3 +275,27 @@ class PostgresSink:
         with self._lock:
             if self._connection is not None:
                 self._connection.close()
+
+
+def jsonb_storable(value: Any) -> Any:
+    """A JSON value as PostgreSQL's ``jsonb`` stores it: each U+0000 of its strings and
+    keys replaced by U+FFFD (:data:`REPLACEMENT`); a key that would then be another key
+    of its object gets one more U+FFFD until it is none's, so no value is lost.  An
+    item nests 100 levels at most (:data:`crawler.handlers.MAX_DEPTH`): recursion is
+    safe."""
+    if isinstance(value, str):
+        return value.replace(NUL, REPLACEMENT)
+    if isinstance(value, list):
+        return [jsonb_storable(child) for child in value]
+    if not isinstance(value, dict):
+        return value
+    taken = {key for key in value if NUL not in key}
+    stored = {}
+    for key, child in value.items():
+        if NUL in key:
+            key = key.replace(NUL, REPLACEMENT)
+            while key in taken:
+                key += REPLACEMENT
+            taken.add(key)
+        stored[key] = jsonb_storable(child)
+    return stored
