@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from crawler.crawl_spec import CrawlError, CrawlSpec, flag
+from crawler.environment import check_variables
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.handlers import Handler
@@ -54,6 +55,10 @@ def _parts() -> WorkerParts:
     """The parts :mod:`crawler.example` built (its actor, stores, lifetimes, handlers),
     imported when a crawl is first run (importing it makes the broker; ``import
     crawler`` does not)."""
+    try:
+        check_variables()  # a bad one a CrawlError here: importing the module would exit
+    except ValueError as e:
+        raise CrawlError(str(e)) from e
     from crawler import example
 
     return example.parts

@@ -21,7 +21,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from crawler import cli, command_line, handlers
+from crawler import cli, command_line, environment, handlers
 from crawler.cli import settings
 
 #: ``crawler worker``'s defaults: Dramatiq's own (a process a core, 8 threads each).
@@ -111,6 +111,8 @@ def main(args: list[str] | None = None) -> int:
     if args[:1] == ["crawl"]:  # --config and -s: the crawl's options from a file, or one by one
         settings.read_into(_subcommand(command, "crawl"), args[1:])
     arguments = command.parse_args(args)
+    if not _variables_checked(getattr(arguments, "usage", command)):
+        return 2
     if arguments.command == "worker":
         return worker(arguments)
     from crawler import example  # the actor, its broker and stores: for what follows only
@@ -151,6 +153,17 @@ def worker(arguments: argparse.Namespace) -> int:
     command += ["--processes", str(arguments.processes), "--threads", str(arguments.threads)]
     sys.stdout.flush()
     os.execv(sys.executable, command)
+
+
+def _variables_checked(usage: argparse.ArgumentParser) -> bool:
+    """Whether every variable the crawler reads (``CRAWLER_*``, the services') holds a
+    value it takes; a bad one is said in one line naming it, as ``usage``'s."""
+    try:
+        environment.check_variables()
+    except ValueError as e:
+        print(f"{usage.prog}: {e}", file=sys.stderr)
+        return False
+    return True
 
 
 def _subcommand(command: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from crawler.errors import InvalidMessage
 from crawler.links.sites import site_of
+from crawler.local_files import same_file
 from crawler.options import (
     ABOVE_ZERO,
     AUTH_PREFIX,
@@ -476,6 +477,28 @@ class CrawlSpec:
             raise CrawlError("--items works with --local or --wait")
         if self.dashboard is not None and not (self.wait or self.local):
             raise CrawlError("--dashboard works with --local or --wait")
+        self._files_of_their_own()
+
+    def _files_of_their_own(self) -> None:
+        """``-o`` and ``--items`` in files of their own: lines of both in one file mix,
+        and the ``-i`` file, read again once they are open, would be emptied first."""
+        outputs = [
+            (flag, os.fspath(name))
+            for flag, name in (("-o", self.output), ("--items", self.items))
+            if name is not None and "://" not in os.fspath(name)  # not a database
+        ]
+        if len(outputs) == 2 and same_file(outputs[0][1], outputs[1][1]):
+            raise CrawlError(
+                f"-o {outputs[0][1]} and --items {outputs[1][1]} are one file, where their"
+                " lines would mix: give each a file of its own"
+            )
+        seeds = None if self.seed_file is None else self.seed_file.name
+        for flag, name in outputs:
+            if seeds not in (None, "-") and same_file(name, seeds):
+                raise CrawlError(
+                    f"{flag} {name} is the -i file: writing it would lose the seeds it holds;"
+                    f" give {flag} a file of its own"
+                )
 
     @property
     def seed_urls(self) -> SeedUrls:

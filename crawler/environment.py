@@ -139,13 +139,13 @@ def limits_from_environment() -> Limits:
     defaults = Limits()
     limits = Limits(
         fetch_deadline=number("CRAWLER_FETCH_DEADLINE", defaults.fetch_deadline),
-        max_body_bytes=int(number("CRAWLER_MAX_BODY_BYTES", defaults.max_body_bytes)),
-        max_links_per_page=int(number("CRAWLER_MAX_LINKS_PER_PAGE", defaults.max_links_per_page)),
-        max_deliveries=int(number("CRAWLER_MAX_DELIVERIES", defaults.max_deliveries)),
-        min_backoff=int(number("CRAWLER_MIN_BACKOFF_MS", defaults.min_backoff)),
-        max_backoff=int(number("CRAWLER_MAX_BACKOFF_MS", defaults.max_backoff)),
+        max_body_bytes=whole("CRAWLER_MAX_BODY_BYTES", defaults.max_body_bytes),
+        max_links_per_page=whole("CRAWLER_MAX_LINKS_PER_PAGE", defaults.max_links_per_page),
+        max_deliveries=whole("CRAWLER_MAX_DELIVERIES", defaults.max_deliveries),
+        min_backoff=whole("CRAWLER_MIN_BACKOFF_MS", defaults.min_backoff),
+        max_backoff=whole("CRAWLER_MAX_BACKOFF_MS", defaults.max_backoff),
         store_patience=number("CRAWLER_STORE_PATIENCE", defaults.store_patience),
-        pause_max_delay=int(number("CRAWLER_PAUSE_MAX_DELAY_MS", defaults.pause_max_delay)),
+        pause_max_delay=whole("CRAWLER_PAUSE_MAX_DELAY_MS", defaults.pause_max_delay),
     )
     if limits.fetch_deadline >= ACTOR_TIME_LIMIT:
         raise ValueError(
@@ -159,8 +159,8 @@ def local_backoffs() -> tuple[int, int]:
     (``CRAWLER_LOCAL_MIN_BACKOFF_MS``, 500; ``CRAWLER_LOCAL_MAX_BACKOFF_MS``, 4,000; never
     above the workers'): one process's small crawl does not wait minutes for a 503 page."""
     limits = limits_from_environment()
-    low = int(number("CRAWLER_LOCAL_MIN_BACKOFF_MS", min(500, limits.min_backoff)))
-    high = int(number("CRAWLER_LOCAL_MAX_BACKOFF_MS", min(4_000, limits.max_backoff)))
+    low = whole("CRAWLER_LOCAL_MIN_BACKOFF_MS", min(500, limits.min_backoff))
+    high = whole("CRAWLER_LOCAL_MAX_BACKOFF_MS", min(4_000, limits.max_backoff))
     return low, max(low, high)
 
 
@@ -169,7 +169,7 @@ def local_busy() -> float:
     process is CPU-bound and lets fewer of its threads hold a page at once
     (:class:`crawler.brokers.local_worker.Concurrency`); ``inf`` keeps every thread
     at work whatever the CPU."""
-    return number("CRAWLER_LOCAL_BUSY", 0.75)
+    return number("CRAWLER_LOCAL_BUSY", 0.75, infinite=True)
 
 
 @dataclass(frozen=True)
@@ -207,18 +207,35 @@ def lifetimes_from_environment() -> Lifetimes:
     return lifetimes
 
 
-def number(name: str, default: float) -> float:
-    """A positive number from the environment, or a clear error naming the variable."""
+def number(name: str, default: float, *, infinite: bool = False) -> float:
+    """A positive number from the environment (``inf`` too when ``infinite``), or a
+    clear error naming the variable: not a number, ``nan`` or ``inf`` would fail, or
+    loop, far from where the variable was read."""
     value = os.getenv(name)
     if not value:
         return default
     try:
         parsed = float(value)
     except ValueError:
-        parsed = -1.0
-    if parsed <= 0:
+        parsed = math.nan
+    if not (parsed > 0 and (infinite or math.isfinite(parsed))):  # nan is not above 0
         raise ValueError(f"{name} must be a positive number, not {value!r}")
     return parsed
+
+
+def whole(name: str, default: int) -> int:
+    """A whole number above zero from the environment (``1e6`` is one), or a clear
+    error naming the variable: ``0.5`` cut to 0 would be a cap of nothing."""
+    value = os.getenv(name)
+    if not value:
+        return default
+    try:
+        parsed = float(value)
+    except ValueError:
+        parsed = math.nan
+    if not (parsed >= 1 and math.isfinite(parsed) and parsed.is_integer()):
+        raise ValueError(f"{name} must be a whole number above zero, not {value!r}")
+    return int(parsed)
 
 
 def handler_names() -> list[str]:
@@ -244,7 +261,38 @@ def render_settings() -> tuple[int, int]:
     """``--render``: how many pages a process's browser has open at once at most
     (``CRAWLER_RENDER_PAGES``, 4), and how many it renders before it is replaced by a
     new one (``CRAWLER_RENDER_RESTART``, 500: a browser's memory grows with its age)."""
-    return int(number("CRAWLER_RENDER_PAGES", 4)), int(number("CRAWLER_RENDER_RESTART", 500))
+    return whole("CRAWLER_RENDER_PAGES", 4), whole("CRAWLER_RENDER_RESTART", 500)
+
+
+def redis_broker_settings() -> dict[str, int]:
+    """The Redis broker's (``REDIS=1``) keyword arguments of its pace: the longest pause,
+    in milliseconds, between two looks at an empty queue (``CRAWLER_REDIS_POLL_MS``,
+    100), the silence after which a worker counts as dead
+    (``CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS``, 30,000) and the commands, out of a million,
+    that also requeue dead workers' messages (``CRAWLER_REDIS_MAINTENANCE_CHANCE``, 20,000)."""
+    return {
+        "poll_ms": max(1, round(number("CRAWLER_REDIS_POLL_MS", 100))),  # 0 would spin
+        "heartbeat_timeout": whole("CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS", 30_000),
+        "maintenance_chance": whole("CRAWLER_REDIS_MAINTENANCE_CHANCE", 20_000),
+    }
+
+
+def check_variables() -> None:
+    """Read every variable of this module once: a ValueError, one line naming the
+    first bad one, before a process acts on any (a worker would else stop in the
+    middle of its start-up with a traceback, or fail its first pages)."""
+    limits_from_environment()
+    lifetimes_from_environment()
+    local_backoffs()
+    local_busy()
+    handler_timeout()
+    render_settings()
+    warc_max_bytes()
+    redis_broker_settings()
+    memcached_timeout()
+    dedup_url()
+    redis_url()
+    rabbitmq_url()
 
 
 def warc_directory() -> Path | None:
@@ -258,7 +306,7 @@ def warc_directory() -> Path | None:
 def warc_max_bytes() -> int:
     """``CRAWLER_WARC_MAX_BYTES``: the size past which a WARC file is closed and the next
     one begun (1 GB, as Heritrix and wget's ``--warc-max-size`` often use)."""
-    return int(number("CRAWLER_WARC_MAX_BYTES", 1_000_000_000))
+    return whole("CRAWLER_WARC_MAX_BYTES", 1_000_000_000)
 
 
 def broker_address() -> str:

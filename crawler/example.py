@@ -21,6 +21,7 @@ from crawler.archiving import warc
 from crawler.brokers import QUEUE, SendBack, make_broker
 from crawler.environment import (
     Limits,
+    check_variables,
     handler_names,
     handler_timeout,
     lifetimes_from_environment,
@@ -47,6 +48,11 @@ from crawler.tracking.bookkeeping import keep_books
 from crawler.worker_parts import WorkerParts
 
 logger = logging.getLogger("example")
+try:
+    check_variables()  # all of them first: a bad one is one line, not a start-up's traceback
+except ValueError as e:
+    logger.critical("%s", e)
+    sys.exit(2)  # as Dramatiq's own start-up errors
 stores = Stores()  # memcache_pool (MEMCACHED_SERVERS, or DEDUP_URL), rate limits, --warc files
 anchor_re = re.compile(rb'<a href="([^"]+)">')
 state = local()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from types import SimpleNamespace
 
@@ -12,16 +13,19 @@ import pytest
 from crawler.brokers import make_broker
 from crawler.environment import (
     Lifetimes,
+    check_variables,
     dedup_store_name,
     dedup_url,
     lifetimes_from_environment,
     limits_from_environment,
     memcached_servers,
     rabbitmq_url,
+    warc_max_bytes,
 )
 from crawler.fetching import new_session
+from tests.site_server import SiteServer
 from tests.support import clean_broker
-from tests.workers import WorkerProcesses, environment
+from tests.workers import BIN, WorkerProcesses, environment
 
 
 def test_rabbitmq_url_gets_dramatiqs_connection_defaults_unless_it_sets_them(
@@ -54,10 +58,10 @@ def test_limits_come_from_crawler_variables(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_bad_limit_is_refused_naming_the_variable(
     value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CRAWLER_MAX_BODY_BYTES", value)
+    monkeypatch.setenv("CRAWLER_STORE_PATIENCE", value)
 
     with pytest.raises(
-        ValueError, match=f"CRAWLER_MAX_BODY_BYTES must be a positive number, not '{value}'"
+        ValueError, match=f"CRAWLER_STORE_PATIENCE must be a positive number, not '{value}'"
     ):
         limits_from_environment()
 
@@ -133,3 +137,68 @@ def test_dedup_url_is_a_redis_url_or_unset(monkeypatch: pytest.MonkeyPatch) -> N
         ValueError, match=r"DEDUP_URL must be a redis://, rediss:// or redis\+cluster:// URL"
     ):
         dedup_url()
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "0.5", "nan", "inf", "1e400"])
+def test_a_bad_whole_number_is_refused_naming_the_variable(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAWLER_RENDER_PAGES", value)
+
+    with pytest.raises(
+        ValueError, match=f"CRAWLER_RENDER_PAGES must be a whole number above zero, not '{value}'"
+    ):
+        check_variables()
+
+
+def test_numbers_are_finite_unless_infinity_means_something(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for value in ("nan", "inf"):
+        monkeypatch.setenv("CRAWLER_FETCH_DEADLINE", value)
+        with pytest.raises(ValueError, match="CRAWLER_FETCH_DEADLINE must be a positive number"):
+            check_variables()
+    monkeypatch.delenv("CRAWLER_FETCH_DEADLINE")
+    monkeypatch.setenv("CRAWLER_LOCAL_BUSY", "inf")  # every thread at work, whatever the CPU
+    monkeypatch.setenv("CRAWLER_WARC_MAX_BYTES", "1e6")
+    check_variables()
+    assert warc_max_bytes() == 1_000_000
+
+
+#: Services nothing listens on: the commands stop before they would reach any.
+NO_SERVICES = {
+    "RABBITMQ_URL": "amqp://guest:guest@127.0.0.1:9",
+    "REDIS_URL": "redis://127.0.0.1:9/0",
+    "MEMCACHED_SERVERS": "127.0.0.1:9",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("CRAWLER_RENDER_PAGES", "abc"), ("CRAWLER_RENDER_RESTART", "0")]
+)
+def test_a_bad_variable_stops_every_command_in_one_line_naming_it(
+    name: str, value: str, site: SiteServer
+) -> None:
+    env = environment(**NO_SERVICES, **{name: value})
+    said = f"{name} must be a whole number above zero, not {value!r}"
+    commands = {
+        "crawler crawl": ["crawl", "--local", site.url("/")],
+        "crawler worker": ["worker", "-p", "1", "-t", "1"],
+    }
+    for prog, args in commands.items():
+        stopped = subprocess.run(
+            [str(BIN / "crawler"), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert (stopped.returncode, stopped.stderr) == (2, f"{prog}: {said}\n")
+
+    workers = WorkerProcesses(env, processes=1, threads=1)  # dramatiq crawler.example
+
+    assert workers.process.wait(timeout=60) == 2
+    workers.stop()
+    assert workers.logged_any(f"[example] [CRITICAL] {said}")
+    assert not workers.logged_any("Traceback"), "\n".join(workers.lines)
+    assert site.fetch_counts() == {}

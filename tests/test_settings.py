@@ -4,6 +4,8 @@ checked as its flag is; the command line wins over ``-s``, ``-s`` over the file.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +92,77 @@ def test_a_crawl_runs_with_its_settings_file_on_both_command_lines(
     ran = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert ran.returncode == 0, ran.stderr
     assert " 2 pages fetched" in ran.stdout
+
+
+#: The address space ``crawler crawl`` runs in here: reading ``/dev/zero`` whole into
+#: memory used to end in a MemoryError there.
+MEMORY_CAP = 2 * 1024**3
+
+
+def crawler_crawl(*args: str) -> subprocess.CompletedProcess[str]:
+    """``crawler crawl --local ARGS`` in :data:`MEMORY_CAP` of address space, within a
+    timeout (a file waited on for ever fails the test, not the session)."""
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+    crawler = Path(sys.executable).parent / "crawler"
+    return subprocess.run(
+        [str(crawler), "crawl", "--local", *args],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=limited,
+        check=False,
+    )
+
+
+def refused_in_one_line(finished: subprocess.CompletedProcess[str]) -> str:
+    """The one line of a usage error, exit status 2 and no traceback checked."""
+    assert finished.returncode == 2, finished.stderr
+    assert "Traceback" not in finished.stderr, finished.stderr
+    lines = finished.stderr.splitlines()
+    assert len(lines) == 2 and lines[1] == "See 'crawler crawl --help'.", finished.stderr
+    return lines[0]
+
+
+def test_a_settings_file_is_read_with_bounds_and_refused_in_one_line(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    url = site.url(page_path(0))
+    deep = tmp_path / "deep.toml"  # the parser recurses: a RecursionError, once
+    deep.write_text("header = " + "[" * 20_000 + "]" * 20_000 + "\n")
+    said = refused_in_one_line(crawler_crawl(url, "--config", str(deep)))
+    assert said.endswith(f"--config {deep}: arrays or tables nested too deep"), said
+
+    nested = "[" * 20_000 + "]" * 20_000
+    said = refused_in_one_line(crawler_crawl(url, "-s", f"header={nested}"))
+    assert said.endswith(": arrays or tables nested too deep") and len(said) < 200, said
+
+    said = refused_in_one_line(crawler_crawl(url, "--config", "/dev/zero"))
+    assert said.endswith("--config /dev/zero: a character device, not a regular file"), said
+
+    fifo = tmp_path / "crawl.fifo"
+    os.mkfifo(fifo)  # nobody writes to it: opened to read, it would be waited on for ever
+    said = refused_in_one_line(crawler_crawl(url, "--config", str(fifo)))
+    assert said.endswith(f"--config {fifo}: a FIFO (a named or anonymous pipe), not a regular file")
+
+    large = tmp_path / "large.toml"  # a regular file past the cap: not read whole
+    large.write_text("# a comment\n" * 100_000)
+    said = refused_in_one_line(crawler_crawl(url, "--config", str(large)))
+    assert said.endswith(f"--config {large}: larger than 1,048,576 bytes"), said
+    assert site.fetch_counts() == {}
+
+
+def test_a_settings_file_starting_with_a_byte_order_mark_is_read(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    site.pages.update(generate_site(site.base_url, pages=10, links_per_page=3))
+    config = tmp_path / "crawl.toml"  # as Notepad saves UTF-8
+    config.write_bytes(b"\xef\xbb\xbfmax-pages = 2\r\nthreads = 1\r\n")
+
+    crawled = crawler_crawl(site.url(page_path(0)), "--config", str(config))
+
+    assert crawled.returncode == 0, crawled.stderr
+    assert " 2 pages fetched" in crawled.stdout

@@ -8,7 +8,13 @@ from dramatiq.middleware import CurrentMessage, TimeLimit
 from dramatiq.middleware.prometheus import Prometheus
 
 from crawler.brokers.returning import BROKER_ERRORS
-from crawler.environment import number, publish_confirms, rabbitmq_url, redis_url, uses_redis
+from crawler.environment import (
+    publish_confirms,
+    rabbitmq_url,
+    redis_broker_settings,
+    redis_url,
+    uses_redis,
+)
 from crawler.middleware import SendBack, TimeLimitOver, install
 
 __all__ = ["BROKER_ERRORS", "QUEUE", "SendBack", "make_broker"]
@@ -33,13 +39,7 @@ def make_broker(send_back: SendBack | None = None) -> dramatiq.Broker:
     if uses_redis():
         from crawler.brokers.redis import PromptRedisBroker
 
-        broker = PromptRedisBroker(
-            send_back=send_back,
-            poll_ms=max(1, round(number("CRAWLER_REDIS_POLL_MS", 100))),  # 0 would spin
-            url=redis_url(),
-            heartbeat_timeout=int(number("CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS", 30_000)),
-            maintenance_chance=int(number("CRAWLER_REDIS_MAINTENANCE_CHANCE", 20_000)),
-        )
+        broker = PromptRedisBroker(send_back=send_back, url=redis_url(), **redis_broker_settings())
     else:
         from crawler.brokers.rabbitmq import ReturningRabbitmqBroker
 

@@ -1,23 +1,29 @@
 """Seeds from a file or standard input: ``-i FILE`` / ``-i -``, as ``wget -i``.
 
-One URL a line; blank lines and lines starting with ``#`` are skipped.  The whole
-input is checked before anything is sent: every bad line is refused with its line
-number (the first :data:`SHOWN` of them).  Nothing holds the URLs in memory: a file is
-read twice (checked, then sent), standard input is copied to a temporary file while
-it is checked.
+One URL a line; blank lines and lines starting with ``#`` are skipped, and a UTF-8
+byte-order mark before the first line.  The whole input is checked before anything is
+sent: every bad line is refused with its line number (the first :data:`SHOWN` of them).
+Nothing holds the URLs in memory: a file is read twice (checked, then sent), standard
+input is copied to a temporary file while it is checked.  A file must be a regular
+one (a FIFO or a device could be waited on, or read, for ever: standard input is
+``-``), and a line longer than :data:`MAX_LINE` bytes is refused, not read whole.
 """
 
 from __future__ import annotations
 
-import shutil
+import contextlib
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import IO
+
+from crawler.local_files import InputError, NotRegularFile, bounded_lines, open_input
 
 #: Bad lines named at most in the refusal: past them, how many more.
 SHOWN = 5
+#: The longest line read, in bytes: a URL is rarely above 2,000, and a file with no
+#: line ending (say, a disk image given by mistake) is refused at this length.
+MAX_LINE = 65_536
 
 
 class SeedFileError(ValueError):
@@ -37,21 +43,47 @@ class SeedFile:
         self._check = check
         self._copy: IO[bytes] | None = None
         if name == "-":
-            self._copy = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
-            shutil.copyfileobj(sys.stdin.buffer, self._copy)
+            self._copy = self._standard_input()
         self.count = self._checked()
 
-    def _lines(self) -> Iterator[tuple[int, str]]:
-        if self._copy is not None:
-            self._copy.seek(0)
-            binary: IO[bytes] = self._copy
-            for number, raw in enumerate(binary, 1):
-                yield number, raw.decode("utf-8", errors="replace")
-            return
+    def _standard_input(self) -> IO[bytes]:
+        """Standard input copied to a temporary file, its lines' lengths checked."""
+        if sys.stdin is None:  # started with it closed (<&-)
+            raise SeedFileError("-i -: standard input is closed")
+        copy = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         try:
-            with Path(self.name).open(encoding="utf-8", errors="replace") as file:
-                yield from enumerate(file, 1)
-        except OSError as e:
+            for _, line in self._bounded(sys.stdin.buffer):
+                copy.write(line)
+        except BaseException:
+            copy.close()
+            raise
+        return copy
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
+        with contextlib.ExitStack() as closing:
+            if self._copy is not None:
+                self._copy.seek(0)
+                file = self._copy
+            else:
+                file = closing.enter_context(self._opened())
+            for number, raw in self._bounded(file):
+                yield number, raw.decode("utf-8", errors="replace")
+
+    def _opened(self) -> IO[bytes]:
+        try:
+            return open_input(self.name)
+        except NotRegularFile as e:  # <(command), say: read it as standard input
+            raise SeedFileError(f"-i {self.name}: {e}; pipe it to -i - instead") from e
+        except InputError as e:
+            raise SeedFileError(f"-i {self.name}: {e}") from e
+
+    def _bounded(self, file: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+        """``file``'s numbered lines, no longer than :data:`MAX_LINE`: else SeedFileError."""
+        try:
+            yield from bounded_lines(file, MAX_LINE)
+        except InputError as e:
+            raise SeedFileError(f"-i {self.name}: {e}") from e
+        except OSError as e:  # a read that failed (EIO; standard input opened to write)
             raise SeedFileError(f"-i {self.name}: {e.strerror or e}") from e
 
     def _checked(self) -> int:

@@ -7,7 +7,9 @@ once); each value is checked by the very type the option's flag has, so a bad va
 the same usage error.  The command line wins over ``-s``, ``-s`` over the file, the file
 over the defaults.  An unknown key, and a key that is not a crawl option (``help``,
 ``config``...), is refused in one line naming it, with the closest option when there
-is one.
+is one.  The file is read as :mod:`crawler.local_files` reads an input: a regular file
+(not a FIFO or a device), at most :data:`MAX_FILE` bytes, a UTF-8 byte-order mark
+skipped.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import argparse
 import difflib
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
+
+from crawler.local_files import InputError, open_input, read_whole
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,6 +29,10 @@ else:  # pragma: no cover - CPython 3.10
 
 #: Options a file cannot set: they are about the command, not the crawl.
 NOT_SETTINGS = frozenset({"help", "version", "config", "set"})
+#: The largest ``--config`` file read, in bytes: a crawl's options take a few hundred.
+MAX_FILE = 1024 * 1024
+#: How much of a long ``-s`` is quoted in a refusal.
+SHOWN_SET = 80
 
 
 def add_settings(parser: argparse.ArgumentParser) -> None:
@@ -64,29 +71,48 @@ def read_into(parser: argparse.ArgumentParser, args: Sequence[str]) -> None:
             settings[name] = (f"--config {found.config}", value)
     for item in found.set:
         name, equals, text = item.partition("=")
+        shown = item if len(item) <= SHOWN_SET else item[: SHOWN_SET - 3] + "..."
         if not equals or not name.strip():
-            parser.error(f"-s {item}: not NAME=VALUE")
-        settings[name.strip()] = (f"-s {item}", _value(text))
+            parser.error(f"-s {shown}: not NAME=VALUE")
+        try:
+            settings[name.strip()] = (f"-s {shown}", _value(text))
+        except InputError as e:
+            parser.error(f"-s {shown}: {e}")
     parser.set_defaults(**defaults(parser, settings, given=args))
 
 
 def read_file(parser: argparse.ArgumentParser, path: str) -> dict[str, Any]:
-    """The keys and values of a TOML file: a usage error when it cannot be read."""
+    """The keys and values of a TOML file (a UTF-8 byte-order mark first skipped): a
+    usage error when it cannot be read, is no regular file, is larger than
+    :data:`MAX_FILE` or nests arrays or tables too deep."""
     try:
-        with Path(path).open("rb") as file:
-            return tomllib.load(file)
-    except OSError as e:
+        with open_input(path) as file:
+            text = read_whole(file, MAX_FILE).decode("utf-8")
+        return _toml(text)
+    except InputError as e:
+        parser.error(f"--config {path}: {e}")
+    except OSError as e:  # a read that failed (EIO)
         parser.error(f"--config {path}: {e.strerror or e}")
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         parser.error(f"--config {path}: not TOML: {e}")
 
 
 def _value(text: str) -> Any:
-    """``-s``'s value as TOML reads it (``3``, ``true``, ``["a", "b"]``), else as text."""
+    """``-s``'s value as TOML reads it (``3``, ``true``, ``["a", "b"]``), else as text;
+    an :class:`InputError` for one nested too deep."""
     try:
-        return tomllib.loads(f"value = {text}")["value"]
+        return _toml(f"value = {text}")["value"]
     except tomllib.TOMLDecodeError:
         return text
+
+
+def _toml(text: str) -> dict[str, Any]:
+    """``text`` read as TOML; an :class:`InputError` when its arrays or tables nest too
+    deep for the parser (it recurses: ``[[[...]]]`` 20,000 deep would overflow the stack)."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise InputError("arrays or tables nested too deep") from None
 
 
 def defaults(

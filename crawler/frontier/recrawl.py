@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
 import json
 import logging
 import re
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit
 
 from crawler.environment import limits_from_environment
 from crawler.frontier.digests import url_digest
+from crawler.local_files import InputError, open_input
 from crawler.options import canonical_http_url
 from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, NOT_HTML, UNCHANGED
 
@@ -152,10 +154,10 @@ def read_records(
     the first line that is not a crawler record, or says the file holds no record of
     the seeds' hosts (another site's).  ``warc``: the earlier crawl's WARC files."""
     entries, hosts, records = [], set(), 0
-    try:
-        lines = path.open(encoding="utf-8", errors="surrogateescape")  # bad bytes: per line
-    except OSError as e:
-        raise RecrawlFileError(f"--recrawl-from {str(path)!r}: {e.strerror or e}") from e
+    try:  # a regular file: a FIFO nobody writes to would be waited on for ever
+        lines = io.TextIOWrapper(open_input(path), encoding="utf-8", errors="surrogateescape")
+    except InputError as e:
+        raise RecrawlFileError(f"--recrawl-from {str(path)!r}: {e}") from e
     unsendable: list[str] = []  # the validators left out, as "line N's etag"
     with lines:
         for number, line in enumerate(lines, 1):
