@@ -39,7 +39,8 @@ class NotRegularFile(InputError):
 
 def open_input(path: str | os.PathLike[str]) -> BinaryIO:
     """``path`` open to read, in binary; an :class:`InputError` when it cannot be
-    opened, a :class:`NotRegularFile` when it is no regular file.
+    opened, a :class:`NotRegularFile` when it is no regular file (``/dev/null``, empty,
+    is taken: ``--config /dev/null`` is a common way to say "no settings").
 
     It is opened without blocking, then looked at: opening a FIFO to read waits for a
     writer, which may never come."""
@@ -48,8 +49,9 @@ def open_input(path: str | os.PathLike[str]) -> BinaryIO:
     except OSError as e:
         raise InputError(e.strerror or str(e)) from e
     try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
+        found = os.fstat(descriptor)
+        mode = found.st_mode
+        if not stat.S_ISREG(mode) and (found.st_dev, found.st_ino) != _identity(os.devnull):
             kind = KINDS.get(stat.S_IFMT(mode), "not a regular file")
             raise NotRegularFile(f"{kind}, not a regular file")
         os.set_blocking(descriptor, True)

@@ -155,7 +155,7 @@ def test_a_settings_file_is_read_with_bounds_and_refused_in_one_line(
     assert site.fetch_counts() == {}
 
 
-def test_a_settings_file_starting_with_a_byte_order_mark_is_read(
+def test_a_settings_file_starting_with_a_byte_order_mark_is_read_and_dev_null_taken(
     site: SiteServer, tmp_path: Path
 ) -> None:
     site.pages.update(generate_site(site.base_url, pages=10, links_per_page=3))
@@ -166,3 +166,5 @@ def test_a_settings_file_starting_with_a_byte_order_mark_is_read(
 
     assert crawled.returncode == 0, crawled.stderr
     assert " 2 pages fetched" in crawled.stdout
+    nothing = crawler_crawl(site.url(page_path(0)), "--config", os.devnull, "--max-pages", "1")
+    assert nothing.returncode == 0, nothing.stderr  # the one device taken: read as empty
