@@ -113,6 +113,9 @@ class Limits:
         ending counted) keeps trying a dedup store that fails, as during a restart.
       pause_max_delay(int): Longest wait, in milliseconds, of a paused crawl's message
         before it looks again whether the crawl was resumed; the wait doubles from a second.
+      max_paced(int): Times a page waits for its server's pace (a 429, or a 503 with
+        ``Retry-After``: :class:`crawler.errors.ServerBusy`) without spending a retry; past
+        them such an answer is a failed attempt.
     """
 
     fetch_deadline: float = 8.0
@@ -123,6 +126,7 @@ class Limits:
     max_backoff: int = 300_000
     store_patience: float = 15.0
     pause_max_delay: int = 30_000
+    max_paced: int = 20
 
     def within(self, timeout: float | None) -> Limits:
         """These limits, a fetch's deadline cut to a crawl's ``--timeout`` when shorter."""
@@ -146,6 +150,7 @@ def limits_from_environment() -> Limits:
         max_backoff=whole("CRAWLER_MAX_BACKOFF_MS", defaults.max_backoff),
         store_patience=number("CRAWLER_STORE_PATIENCE", defaults.store_patience),
         pause_max_delay=whole("CRAWLER_PAUSE_MAX_DELAY_MS", defaults.pause_max_delay),
+        max_paced=whole("CRAWLER_MAX_PACED", defaults.max_paced),
     )
     if limits.fetch_deadline >= ACTOR_TIME_LIMIT:
         raise ValueError(
