@@ -129,9 +129,15 @@ def claim(
         return PAUSED
     stored = found.get(key)
     if stored is None:
-        # A seed, or a claim that expired or was evicted: the journal knows which.
+        # A seed, or a claim that expired or was evicted: the journal knows which, and
+        # whether this message finished the URL already (then this is a copy of it).
         now = journal.read_layout(client, crawl_id)
-        recorded = journal.owners(client, crawl_id, [digest], now).get(digest)
+        done = journal.done_digest(digest)
+        journaled = journal.owners(client, crawl_id, [digest, done], now)
+        recorded = journaled.get(digest)
+        if journaled.get(done) == owner:
+            client.add(key, DONE + owner, time=lifetimes.claim)  # a repeat: not counted again
+            return TAKEN
         if recorded is not None and recorded != owner:
             return TAKEN
         if client.add(key, owner, time=lifetimes.claim):
@@ -163,7 +169,8 @@ def finish(
     client: StoreClient, url: str, message_id: str, crawl_id: str | None, lifetimes: Lifetimes
 ) -> str:
     """Mark ``url`` done by ``message_id``, from the claim that message holds, atomically:
-    of two copies of one message ending at once, one finds it marked already."""
+    of two copies of one message ending at once, one finds it marked already (the
+    crawl's journal is told once the ending is counted: :func:`journal_done`)."""
     key, owner = url_hash(url, crawl_id), owner_token(message_id)
     for _ in range(2):
         stored, cas = client.gets(key)
@@ -181,6 +188,36 @@ def finish(
             # Given up before, and counted so; a copy of the message fetched it after all.
             return REPEAT if stored == GIVEN_UP + owner else FIRST
     return UNKNOWN
+
+
+def count_finished(
+    client: StoreClient,
+    url: str,
+    message_id: str,
+    crawl_id: str,
+    lifetimes: Lifetimes,
+    amounts: Mapping[str, int],
+) -> dict[str, int]:
+    """Count a URL's first ending (``amounts``) and write in the crawl's journal that
+    ``message_id`` finished it (:func:`journal_done`), in one round trip a server: no
+    kill falls between the two.  The counters' new values."""
+    done = journal.done_digest(url_digest(url, crawl_id))
+    now = journal.read_layout(client, crawl_id)
+    owner = {done: owner_token(message_id)}
+    values = journal.record(client, crawl_id, now, owner, lifetimes.grace, amounts)
+    return {key: values[key] for key in amounts}
+
+
+def journal_done(
+    client: StoreClient, url: str, message_id: str, crawl_id: str, lifetimes: Lifetimes
+) -> None:
+    """Write in the crawl's journal, for as long as the crawl lives, that ``message_id``
+    finished ``url`` and its ending was counted: a copy of the message that comes once
+    the URL's claim is gone (its worker was killed before the broker heard it was done;
+    a redone parent sent it again) is then a repeat (:func:`claim`), neither fetched
+    nor counted again."""
+    done = journal.done_digest(url_digest(url, crawl_id))
+    journal.write(client, crawl_id, {done: owner_token(message_id)}, lifetimes.grace)
 
 
 #: A URL's claim once its message was given up: kept for ``CRAWLER_CRAWL_GRACE``, as

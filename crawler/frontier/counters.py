@@ -163,7 +163,7 @@ def ended(
     final = outcome not in NOT_FINAL
     if final and first is False:
         return {}
-    amounts = {crawl_key(crawl_id, outcome): 1, **(also or {})}
+    amounts = amounts_of(crawl_id, outcome, also)
     mark_time = lifetimes.grace if outcome == FAILED else lifetimes.claim
     if isinstance(client, CountsOnce):
         if final and first is None:
@@ -179,6 +179,11 @@ def ended(
         if not step(lambda: client.add(key, 1, time=mark_time)):
             return {}
     return dict(step(lambda: add_all(client, amounts, lifetimes.grace)))
+
+
+def amounts_of(crawl_id: str, outcome: str, also: Mapping[str, int] | None) -> dict[str, int]:
+    """What one ending of ``outcome`` adds: its counter, and the counters ``also`` names."""
+    return {crawl_key(crawl_id, outcome): 1, **(also or {})}
 
 
 def add_all(client: StoreClient, amounts: Mapping[str, int], ttl: int) -> dict[str, int]:

@@ -30,6 +30,11 @@ start), so a bucket read holds 32 to 64 entries, 0.5 to 1 KB, at any size of cra
   layout read a moment before a level completed reads the level below, which holds
   every entry too.
 
+**Finished URLs.**  A message that finishes its URL writes a second entry, under the
+URL's :func:`done_digest`: a copy of the message that comes back once the URL's claim
+is gone (a redelivery after its worker was killed, a parent's resend) learns from it
+that the URL was finished, and is a repeat, neither fetched nor counted again.
+
 A worker killed while copying a bucket leaves its level incomplete: lookups then stay a
 level lower, still correct, with buckets that grow until the next level completes
 (each later migration checks that the level it copies from is complete).
@@ -245,6 +250,14 @@ def _find(data: bytes, digest: bytes) -> bytes | None:
     while start != -1 and start % ENTRY:
         start = data.find(digest, start + 1)
     return None if start == -1 else bytes(data[start + DIGEST : start + ENTRY])
+
+
+def done_digest(digest: bytes) -> bytes:
+    """The journal's digest for "the URL of ``digest`` was finished" (its owner, the
+    message that finished it): in the URL's own bucket at every level (the first four
+    bytes are kept), and an entry of its own, which a migration copies as any."""
+    digest = digest[:DIGEST]
+    return digest[:-1] + bytes([digest[-1] ^ 0xFF])
 
 
 def owners(

@@ -34,7 +34,7 @@ from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
 from crawler.records import Record, kwargs_of
 from crawler.stores import STORE_ERRORS, StorePool
-from crawler.stores.client import StoreClient
+from crawler.stores.client import CountsOnce, StoreClient
 from crawler.tracking import figures
 
 #: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
@@ -219,11 +219,26 @@ class Books:
             first = None if ending == claims.UNKNOWN else ending == claims.FIRST
             added = figures.increments(crawl_id, record, outcome)  # its host's
             added |= item_counts.counted(crawl_id, record)  # its items (crawler status)
-            values = counters.ended(
-                client, crawl_id, message_id, outcome, lifetimes, first, step, added, self.patience
-            )
+            # A first ending on a store that counts as told (Memcached, this process's
+            # memory) is counted with the journal's "finished" in one round trip; on one
+            # that counts once (Redis) the count, then the journal.
+            together = first is True and not isinstance(client, CountsOnce)
+            if together:
+                amounts = counters.amounts_of(crawl_id, outcome, added)
+                values = step(
+                    lambda: claims.count_finished(
+                        client, url, message_id, crawl_id, lifetimes, amounts
+                    )
+                )
+            else:
+                values = counters.ended(
+                    client, crawl_id, message_id, outcome, lifetimes, first, step, added,
+                    self.patience,
+                )  # fmt: skip
             if values:
                 self.note_figures(client, crawl_id, record, added, values)
+            if outcome in OWN_ENDINGS and ending != claims.REPEAT and not together:
+                step(lambda: claims.journal_done(client, url, message_id, crawl_id, lifetimes))
         # A message's delivery count goes with its last attempt; a retrying one may
         # still be handed back (the broker refused its retry) and must then count as
         # delivered again, to send its claimed links again.
