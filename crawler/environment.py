@@ -212,17 +212,22 @@ def lifetimes_from_environment() -> Lifetimes:
     return lifetimes
 
 
+def _given(name: str) -> tuple[str, float]:
+    """The variable ``name`` as given (empty when unset) and as a number (nan if none)."""
+    value = os.getenv(name, "")
+    try:
+        return value, float(value)
+    except ValueError:
+        return value, math.nan
+
+
 def number(name: str, default: float, *, infinite: bool = False) -> float:
     """A positive number from the environment (``inf`` too when ``infinite``), or a
     clear error naming the variable: not a number, ``nan`` or ``inf`` would fail, or
     loop, far from where the variable was read."""
-    value = os.getenv(name)
+    value, parsed = _given(name)
     if not value:
         return default
-    try:
-        parsed = float(value)
-    except ValueError:
-        parsed = math.nan
     if not (parsed > 0 and (infinite or math.isfinite(parsed))):  # nan is not above 0
         raise ValueError(f"{name} must be a positive number, not {value!r}")
     return parsed
@@ -231,13 +236,9 @@ def number(name: str, default: float, *, infinite: bool = False) -> float:
 def whole(name: str, default: int) -> int:
     """A whole number above zero from the environment (``1e6`` is one), or a clear
     error naming the variable: ``0.5`` cut to 0 would be a cap of nothing."""
-    value = os.getenv(name)
+    value, parsed = _given(name)
     if not value:
         return default
-    try:
-        parsed = float(value)
-    except ValueError:
-        parsed = math.nan
     if not (parsed >= 1 and math.isfinite(parsed) and parsed.is_integer()):
         raise ValueError(f"{name} must be a whole number above zero, not {value!r}")
     return int(parsed)
