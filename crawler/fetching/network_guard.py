@@ -15,6 +15,12 @@ that connection elsewhere.  Nothing is cached here: each new connection asks the
 system resolver again, so no answer outlives its TTL in this code; a keep-alive
 connection stays with the address it connected to.
 
+Names are judged as a browser resolves them: ``localhost`` and every name under it
+(``a.localhost``, ``localhost.``) are loopback before any look-up (:func:`is_localhost`:
+the WHATWG and RFC 6761 say so, and Chromium maps them to loopback itself, while this
+machine's resolver may not know them and would leave them unresolved, which counts as
+public).
+
 What is not pinned: behind a proxy (``HTTP_PROXY`` and kin in the environment) the
 proxy resolves the name, so only :func:`check_hop` runs, on the name as it resolves
 here and now; an answer that changes between that look-up and the proxy's is not
@@ -82,8 +88,18 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     return embedded
 
 
+def is_localhost(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a name under it, which browsers resolve to
+    loopback without asking DNS (RFC 6761 section 6.3, the WHATWG's "potentially
+    trustworthy" origins, Chromium's ``IsLocalHostname``); a trailing dot and case do
+    not matter."""
+    name = host.rstrip(".").lower()
+    return name == "localhost" or name.endswith(".localhost")
+
+
 def check_addresses(host: str, addresses: Iterable[str], *, public_only: bool) -> bool:
-    """Whether every one of the ``addresses`` that ``host`` resolved to is global.
+    """Whether every one of the ``addresses`` that ``host`` resolved to is global
+    (never, for a name :func:`is_localhost` calls loopback).
 
     Parameters:
       host(str): The name that was resolved, for the error's message.
@@ -91,7 +107,7 @@ def check_addresses(host: str, addresses: Iterable[str], *, public_only: bool) -
       public_only(bool): The fetch or the referring page was public: an address that
         is not global is refused with :class:`PrivateAddress`.
     """
-    public = all(is_global_address(address) for address in addresses)
+    public = not is_localhost(host) and all(is_global_address(a) for a in addresses)
     if public_only and not public:
         raise PrivateAddress(host)
     return public
@@ -100,9 +116,12 @@ def check_addresses(host: str, addresses: Iterable[str], *, public_only: bool) -
 def is_public(host: str) -> bool:
     """True when every address ``host`` resolves to right now is global.
 
-    Asked afresh every time.  A name that does not resolve counts as public: the fetch
-    itself fails on it with a clear error.
+    Asked afresh every time.  ``localhost`` and the names under it are loopback, asked
+    nothing (:func:`is_localhost`).  Any other name that does not resolve counts as
+    public: the fetch itself fails on it with a clear error.
     """
+    if is_localhost(host):
+        return False
     try:
         answers = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except OSError:

@@ -4,6 +4,7 @@ the system's own (:mod:`crawler.rendering.chromium`)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import requests
 
@@ -32,8 +33,12 @@ def job_of(
 ) -> RenderJob:
     """The render of a page fetched with ``limits`` (its deadline, its size cap) in
     ``session`` (the crawl's, for its cookies), by ``crawl_options``' rules; due to end
-    within the actor's time limit, ``handler_seconds`` and :data:`MARGIN` left over."""
-    started = fetched.deadline - limits.fetch_deadline  # the fetch's, at the actor's start
+    within the actor's time limit (:func:`time_limit_ends`), ``handler_seconds`` and
+    :data:`MARGIN` left over."""
+    ends = fetched.deadline - limits.fetch_deadline + ACTOR_TIME_LIMIT  # from the fetch's start
+    interrupted = time_limit_ends()
+    if interrupted is not None:  # what came before the fetch counts too
+        ends = min(ends, interrupted)
     response, settings = fetched.response, HttpSettings.of(crawl_options)
     authorization: dict[str, str] = {}
     if isinstance(session.auth, HostAuth):  # each host's own credentials, for its requests
@@ -47,7 +52,7 @@ def job_of(
         status=response.status_code,
         headers=tuple(response.headers.items()),
         body=body,
-        deadline=started + ACTOR_TIME_LIMIT - MARGIN - handler_seconds,
+        deadline=ends - MARGIN - handler_seconds,
         crawl=str(crawl_options.crawl_id),
         public_only=fetched.public,
         user_agent=crawl_options.user_agent,
@@ -60,6 +65,24 @@ def job_of(
         max_chars=limits.max_body_bytes,
         max_links=limits.max_links_per_page,
     )
+
+
+def time_limit_ends() -> float | None:
+    """When Dramatiq's time limit ends for the message the calling thread processes
+    (``time.monotonic()``), or None outside one.
+
+    Its ``TimeLimit`` middleware starts the clock before any other middleware's hook,
+    so this counts what came before the fetch too (the message's claim, robots.txt, a
+    turn at its host).  The deadline is read where the watchdog keeps it, its thread's
+    ``deadlines``, so that it is the one that interrupts, on whichever broker (a
+    worker's, ``--local``'s); a watchdog without them (gevent's) leaves None.
+    """
+    me, ends = threading.get_ident(), []
+    for thread in threading.enumerate():
+        deadlines = getattr(thread, "deadlines", None)
+        if isinstance(deadlines, dict) and isinstance(deadlines.get(me), float):
+            ends.append(float(deadlines[me]))
+    return min(ends, default=None)
 
 
 def _cookies(session: requests.Session) -> list[dict[str, object]]:
