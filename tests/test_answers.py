@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from crawler.environment import Limits
-from crawler.errors import Answered, TransientError
+from crawler.errors import Answered, ServerBusy, TransientError
 from crawler.fetching import new_session
-from crawler.fetching.bounded_fetch import fetch
+from crawler.fetching.bounded_fetch import PACE_MS, fetch
 from crawler.outcomes import ANSWERED, CRAWLED, FAILED, NOT_HTML, summary
 from crawler.tracking.progress import Progress
 from tests import faults
@@ -115,7 +115,9 @@ def test_fetch_says_a_4xx_is_an_answer_and_408_429_are_worth_a_retry(site: SiteS
     assert slow.value.status == 408 and slow.value.delay == 2000  # Retry-After honoured
     with pytest.raises(TransientError) as busy:
         fetch(session, site.url("/busy.html"), Limits(), "test", via_public=False)
-    assert busy.value.status == 429 and busy.value.delay is None
+    # A 429 is the server's pace: its host waits a second when it did not say how long.
+    assert isinstance(busy.value, ServerBusy)
+    assert busy.value.status == 429 and busy.value.delay == PACE_MS
 
 
 def test_the_summary_names_each_status_answered_when_it_knows_them() -> None:
