@@ -190,34 +190,25 @@ def finish(
     return UNKNOWN
 
 
-def count_finished(
+def journal_done(
     client: StoreClient,
     url: str,
     message_id: str,
     crawl_id: str,
     lifetimes: Lifetimes,
-    amounts: Mapping[str, int],
+    counted: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Count a URL's first ending (``amounts``) and write in the crawl's journal that
-    ``message_id`` finished it (:func:`journal_done`), in one round trip a server: no
-    kill falls between the two.  The counters' new values."""
-    done = journal.done_digest(url_digest(url, crawl_id))
-    now = journal.read_layout(client, crawl_id)
-    owner = {done: owner_token(message_id)}
-    values = journal.record(client, crawl_id, now, owner, lifetimes.grace, amounts)
-    return {key: values[key] for key in amounts}
-
-
-def journal_done(
-    client: StoreClient, url: str, message_id: str, crawl_id: str, lifetimes: Lifetimes
-) -> None:
     """Write in the crawl's journal, for as long as the crawl lives, that ``message_id``
     finished ``url`` and its ending was counted: a copy of the message that comes once
     the URL's claim is gone (its worker was killed before the broker heard it was done;
     a redone parent sent it again) is then a repeat (:func:`claim`), neither fetched
-    nor counted again."""
+    nor counted again.  With ``counted``, the ending's counts are added in the same
+    round trip a server (no kill falls between the two): their new values."""
     done = journal.done_digest(url_digest(url, crawl_id))
-    journal.write(client, crawl_id, {done: owner_token(message_id)}, lifetimes.grace)
+    now = journal.read_layout(client, crawl_id)
+    owner = {done: owner_token(message_id)}
+    values = journal.record(client, crawl_id, now, owner, lifetimes.grace, counted)
+    return {key: values[key] for key in counted or {}}
 
 
 #: A URL's claim once its message was given up: kept for ``CRAWLER_CRAWL_GRACE``, as

@@ -226,7 +226,7 @@ class Books:
             if together:
                 amounts = counters.amounts_of(crawl_id, outcome, added)
                 values = step(
-                    lambda: claims.count_finished(
+                    lambda: claims.journal_done(
                         client, url, message_id, crawl_id, lifetimes, amounts
                     )
                 )
