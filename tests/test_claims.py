@@ -19,6 +19,8 @@ from crawler.frontier.digests import owner_token, short_id, url_digest
 from crawler.options import CrawlOptions
 from crawler.stores.memcached import MemcachedClient
 from crawler.stores.redis import RedisStorePool
+from crawler.tracking.bookkeeping import settle
+from tests.test_counting_once import Message, store_pool
 
 URLS = [f"http://127.0.0.1:1/page/{i}.html" for i in range(5)]
 
@@ -295,6 +297,28 @@ def test_a_given_up_url_counts_once_though_a_copy_fetches_it_and_counts_again_wh
     assert ending == claims.FIRST
     counters.ended(store, "crawl-1", owner, "crawled", LIFETIMES, True)
     assert figures() == (1, 1)
+
+
+def test_a_copy_of_a_finished_message_that_comes_once_its_claim_is_gone_is_a_repeat(
+    store: Any,
+) -> None:
+    """A worker killed before the broker heard its message was done, or a redone parent
+    that sends its links again: a copy of a finished message comes back after its URL's
+    claim expired.  The journal knows the URL was finished: the copy is neither fetched
+    nor counted again (the bookkeeping as workers and ``--local`` run it)."""
+    message = Message()
+    url, crawl_id = URLS[0], "crawl-1"
+    assert claims.claim(store, url, message.message_id, crawl_id, LIFETIMES) == claims.OWNED
+    counters.start(store, crawl_id, 1, LIFETIMES.grace)
+    end = settle(store_pool(store), LIFETIMES, None, patience=5)
+    end({"url": url, "outcome": "crawled"}, message)
+    store.delete(claims.url_hash(url, crawl_id))  # the claim expired
+
+    assert claims.claim(store, url, message.message_id, crawl_id, LIFETIMES) == claims.TAKEN
+    end({"url": url, "outcome": "duplicate"}, message)
+    figures = counters.read(store, crawl_id)
+    assert figures is not None
+    assert (figures["crawled"], figures["duplicate"], figures["outstanding"]) == (1, 0, 0)
 
 
 def test_a_message_whose_claim_was_lost_is_counted_once_through_its_mark(
