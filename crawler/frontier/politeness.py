@@ -11,6 +11,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import urlsplit
@@ -71,14 +72,18 @@ def take_turn(
     server asked the crawl to wait, over the rate, or every place taken: the message is
     to come back later); and in how many milliseconds it is to come back."""
     with stores.memcache_pool.reserve() as client:
-        left = paused_for(client, options, url)
+        # The host's pace and its robots.txt rules in one round trip.
+        pace = pace_key(options.crawl_id, url)
+        robots = [robots_key(url, robots_owner(options))] if options.obey_robots else []
+        stored = client.get_multi([pace, *robots])
+        left = _left(stored.get(pace))
         if left:
             metrics.rate_limited("paced")
             return None, outcomes.DEFERRED, left + defer_delay()
         try:
             verdict = check(
                 client, stores.rate_limits, session, url, options, limits=limits,
-                via_public=via_public,
+                via_public=via_public, stored=stored,
             )  # fmt: skip
         except ServerBusy as e:  # robots.txt's answer: the host's pace holds for its pages
             pause_host(client, options, url, e.delay)
@@ -97,7 +102,11 @@ def pace_key(crawl_id: str | None, url: str) -> str:
 
 def paused_for(client: StoreClient, options: CrawlOptions, url: str) -> int:
     """Milliseconds left of the wait ``url``'s server asked this crawl for, or 0."""
-    until = client.get(pace_key(options.crawl_id, url))
+    return _left(client.get(pace_key(options.crawl_id, url)))
+
+
+def _left(until: bytes | None) -> int:
+    """Milliseconds left until ``until`` (a :func:`pace_key`'s value), or 0."""
     if until is None:
         return 0
     return max(0, math.ceil((float(until) - time.time()) * 1000))
@@ -122,6 +131,7 @@ def check(
     *,
     limits: Limits,
     via_public: bool,
+    stored: Mapping[str, bytes] | None = None,
 ) -> str:
     """Whether ``url`` may be fetched now: robots.txt first, then the host's rate.
 
@@ -133,12 +143,13 @@ def check(
       options(CrawlOptions): The crawl's options: robots.txt, rate, User-Agent.
       limits(Limits): The deadline and caps of every fetch, robots.txt's included.
       via_public(bool): The page that linked to ``url`` was public (for the network guard).
+      stored(Mapping): What the store held of the host's robots.txt, read already.
     """
     crawl_delay = None
     if options.obey_robots:
         robots = robots_for(
             client, session, url, options.user_agent, limits=limits, via_public=via_public,
-            owner=robots_owner(options),
+            owner=robots_owner(options), stored=stored,
         )  # fmt: skip
         if not robots.can_fetch(url, options.user_agent):
             return DISALLOWED
@@ -324,13 +335,15 @@ def robots_for(
     limits: Limits,
     via_public: bool = False,
     owner: str | None = None,
+    stored: Mapping[str, bytes] | None = None,
 ) -> Protego:
     """The robots.txt rules of ``url``'s host: fetched by one worker, shared through the
     store, as RFC 9309 reads them: a 2xx answer's first 500 KiB; a 4xx answer (no
-    robots.txt) allows everything; a 5xx or 429 answer, a timeout or a failed connection
-    makes it unreachable (RFC 9309 §2.3.1.4), remembered so for ``ROBOTS_UNREACHABLE_TTL``
+    robots.txt) allows everything; a 5xx answer, a timeout or a failed connection makes
+    it unreachable (RFC 9309 §2.3.1.4), remembered so for ``ROBOTS_UNREACHABLE_TTL``
     seconds: the host's pages are all disallowed until it answers, so this raises the
-    :class:`TransientError` that retries the page later.
+    :class:`TransientError` that retries the page later.  A 429 (or a 503 with
+    ``Retry-After``) raises the :class:`ServerBusy` that makes the host wait.
 
     Parameters:
       client(MemcachedClient): The dedup store, where the rules are shared for an hour.
@@ -340,10 +353,11 @@ def robots_for(
       limits(Limits): The deadline and caps of the fetch, the same as a page's.
       via_public(bool): The page that linked to ``url`` was public (for the network guard).
       owner(str): The crawl whose answers these are alone (:func:`robots_owner`).
+      stored(Mapping): What the store held, read already with the key of the rules.
     """
     key = robots_key(url, owner)
     wait = robots_wait(limits)
-    body = client.get(key)
+    body = client.get(key) if stored is None else stored.get(key)
     if body is None and client.add(key + ":lock", 1, time=math.ceil(wait)):
         try:
             body = _fetch_robots(session, robots_url(url), user_agent, limits, via_public)
