@@ -70,7 +70,7 @@ def feed(env: dict[str, str], crawl_id: str, records: int) -> None:
     """Send ``records`` final records of the tree to the crawl's seeder, as workers do."""
     os.environ.update(env)
     from crawler.brokers import make_broker
-    from crawler.brokers.records import transport
+    from crawler.brokers.record_transport import transport
 
     sender = transport(make_broker()).record_sender()
     try:

@@ -36,32 +36,38 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import dramatiq
 
 from crawler.crawl_spec import CrawlError, CrawlSpec, flag
+from crawler.embedded.entry import run, seed_messages
 from crawler.environment import check_variables
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.handlers import Handler
+from crawler.option_table import Keywords
 from crawler.records import Record
-from crawler.running import run, seed_messages
 from crawler.tracking import record_queue, seeder
 from crawler.tracking.ledger import Ledger
 from crawler.tracking.progress import Progress
 from crawler.worker_parts import WorkerParts
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
-def _parts() -> WorkerParts:
-    """The parts :mod:`crawler.example` built (its actor, stores, lifetimes, handlers),
-    imported when a crawl is first run (importing it makes the broker; ``import
-    crawler`` does not)."""
+
+def _parts() -> tuple[dramatiq.Actor[Any, Any], WorkerParts]:
+    """The ``crawl`` actor and the parts :mod:`crawler.example` built (stores,
+    lifetimes, handlers), imported when a crawl is first run (importing it makes the
+    broker; ``import crawler`` does not)."""
     try:
         check_variables()  # a bad one a CrawlError here: importing the module would exit
     except ValueError as e:
         raise CrawlError(str(e)) from e
     from crawler import example
 
-    return example.parts
+    return example.crawl, example.parts
 
 
 #: Options the command line treats specially: they print and exit, which no crawl of
@@ -84,36 +90,23 @@ def _spec(urls: Sequence[str], options: Mapping[str, Any]) -> CrawlSpec:
 _handler_names = itertools.count(1)
 
 
-def _handler_option(handlers: Any, handler: str | Handler | None) -> str | None:
-    """A handler given as a function is loaded under a name of its own."""
+def _handler_name(handler: str | Handler | None) -> str | None:
+    """A handler's name: a function's is a name of its own (the crawl's handlers take
+    the function under it)."""
     if handler is None or isinstance(handler, str):
         return handler
-    name = f"crawler.api:handler{next(_handler_names)}"
-    handlers.add(name, handler)
-    return name
-
-
-#: Held while a :class:`Crawl` runs: ``--local`` keeps the process's stores in memory
-#: for its crawl (claims, counters, rate limits), so a second one at the same time would
-#: mix their claims and records.
-_running = threading.Lock()
-
-RUNNING = (
-    "another Crawl is running in this process: run them one after another,"
-    " or seed() crawls for workers"
-)
+    return f"crawler.api:handler{next(_handler_names)}"
 
 
 class Crawl:
     """A crawl in this process (``crawler crawl --local``), run from code.
 
     Iterating it runs the crawl in a thread and yields each URL's record as it ends;
-    :meth:`run` runs it to the end; :meth:`stop` stops it (as Ctrl-C does).  One crawl
-    runs in a process at a time: starting one (the first record asked for) while
-    another runs raises :class:`CrawlError` (not isolated: the process's stores are the
-    running crawl's), as :func:`seed` does then; one after another, any number run.
-    Options the command line treats specially (``help``, ``version``) raise
-    :class:`CrawlError`.
+    :meth:`run` runs it to the end; :meth:`stop` stops it (as Ctrl-C does).  Each has
+    its own claims, counters, rate limits, handler and browser, in memory: crawls run
+    side by side in one process (from threads of their own) never mix their pages or
+    records, nor those of the workers' crawls the program seeds (:func:`seed`).  Options
+    the command line treats specially (``help``, ``version``) raise :class:`CrawlError`.
 
     It behaves as a library: it prints nothing, redirects no stream and leaves the root
     logger's handlers and level as the program configured them; what it has to say it
@@ -132,7 +125,8 @@ class Crawl:
       state(Path): Keep the crawl on disk there (``--state``): the same crawl made
         again carries on after an interruption.
       output(Path): Write the records there too (``--output``).
-      options: Any other option of ``crawler crawl`` (see the module's text).
+      options: Any other option of ``crawler crawl`` (see the module's text), typed by
+        :class:`~crawler.option_table.Keywords`.
 
     Its :attr:`spec` is the crawl they describe, a :class:`~crawler.crawl_spec.CrawlSpec`
     made (and checked) with the ``Crawl``.
@@ -147,10 +141,11 @@ class Crawl:
         handler: str | Handler | None = None,
         state: str | Path | None = None,
         output: str | Path | None = None,
-        **options: Any,
+        **options: Unpack[Keywords],
     ) -> None:
-        parts = self._parts = _parts()
-        handler_name = _handler_option(parts.handlers, handler)
+        self._crawl, self._parts = _parts()
+        handler_name = _handler_name(handler)
+        self._handler = None if isinstance(handler, str) else handler
         extra = {
             "threads": threads, "processes": processes, "state": state, "output": output,
             "handler": handler_name,
@@ -170,7 +165,9 @@ class Crawl:
         try:
             self.exit_status = run(
                 self.spec,
+                self._crawl,
                 self._parts,
+                handler=self._handler,
                 on_record=self._records.put,
                 stop=self._stop,
                 progress=self.progress,
@@ -179,23 +176,13 @@ class Crawl:
         except BaseException as e:  # handed to the caller's thread by __iter__
             self.error = e
         finally:
-            # The process's stores as they were: --local's are this crawl's (its broker
-            # and actors are its own: the process's are untouched).
-            self._parts.stores.leave_memory()
-            _running.release()  # before the last record: the next Crawl may start
             self._records.put(None)
 
     def __iter__(self) -> Iterator[Record]:
         if self._thread is not None:
             raise RuntimeError("a Crawl runs once")
-        if not _running.acquire(blocking=False):
-            raise CrawlError(RUNNING)
         self._thread = threading.Thread(target=self._run, name="crawl", daemon=True)
-        try:
-            self._thread.start()
-        except BaseException:
-            _running.release()
-            raise
+        self._thread.start()
         try:
             while (record := self._records.get()) is not None:
                 yield record
@@ -239,7 +226,7 @@ class WorkersCrawl:
     def records(self) -> Iterator[Record]:
         """Each URL's final record, once, until the crawl is finished (seeded with
         ``records=True``); broker outages are waited out."""
-        parts = _parts()
+        _, parts = _parts()
         if self._reader is None:
             raise CrawlError("seed the crawl with records=True to read its records")
         ledger = Ledger()
@@ -267,7 +254,7 @@ class WorkersCrawl:
         _mark(self.crawl_id, counters.pause)
 
     def resume(self) -> None:
-        parts = _parts()
+        _, parts = _parts()
         with parts.stores.reserve() as client:
             counters.resume(client, self.crawl_id)
 
@@ -277,21 +264,20 @@ def seed(
     *,
     records: bool = False,
     handler: str | None = None,
-    **options: Any,
+    **options: Unpack[Keywords],
 ) -> WorkersCrawl:
     """Seed a crawl of ``urls`` for the workers (``crawler crawl``, without ``--wait``).
 
     Parameters:
       records(bool): Workers send each URL's record back, for :meth:`WorkersCrawl.records`.
       handler(str): The page handler its pages go through, one the workers loaded.
-      options: Any option of ``crawler crawl`` (see the module's text).
+      options: Any option of ``crawler crawl`` (see the module's text), typed by
+        :class:`~crawler.option_table.Keywords`.
     """
-    parts = _parts()
+    crawl, parts = _parts()
     if options.get("local"):
         raise CrawlError("local: seed() sends a crawl to the workers; Crawl() runs one here")
     spec = _spec(urls, {**options, "handler": handler})
-    if _running.locked():  # the process's stores are the local crawl's
-        raise CrawlError(RUNNING)
     crawl_options = dataclasses.replace(
         spec.options,
         collect_records=records,
@@ -299,11 +285,11 @@ def seed(
         records_without_links=False,
     )
     assert crawl_options.crawl_id is not None
-    messages = seed_messages(parts.crawl, spec.seed_urls, crawl_options)
-    reader = record_queue.Reader(parts.crawl.broker, crawl_options.crawl_id) if records else None
+    messages = seed_messages(crawl, spec.seed_urls, crawl_options)
+    reader = record_queue.Reader(crawl.broker, crawl_options.crawl_id) if records else None
     try:
         sent = seeder.send_seeds(
-            parts.crawl, parts.stores, parts.lifetimes, messages, crawl_options.crawl_id
+            crawl, parts.stores, parts.lifetimes, messages, crawl_options.crawl_id
         )
     except BaseException:
         if reader is not None:
@@ -314,15 +300,15 @@ def seed(
 
 def status(crawl_id: str) -> dict[str, int] | None:
     """A crawl's figures (``crawler status``); None for a crawl the store does not know."""
-    parts = _parts()
+    _, parts = _parts()
     with parts.stores.reserve() as client:
         return counters.read(client, crawl_id)
 
 
 def _mark(crawl_id: str, mark: Callable[[Any, str, int], None]) -> None:
-    parts = _parts()
+    _, parts = _parts()
     with parts.stores.reserve() as client:
         mark(client, crawl_id, parts.lifetimes.grace)
 
 
-__all__ = ["Crawl", "CrawlError", "WorkersCrawl", "seed", "status"]
+__all__ = ["Crawl", "CrawlError", "Keywords", "WorkersCrawl", "seed", "status"]

@@ -3,128 +3,42 @@
 ``--threads``, ``--state``, ``--output``, ``--dashboard``, ``-v``).
 
 :meth:`CrawlSpec.from_options` makes one from a plain mapping of option names (the
-flags of ``crawler crawl`` in Python's spelling: ``max_pages`` for ``--max-pages``) to
-values, each checked by the function its flag's type is (:data:`OPTIONS`), itself the
-rule the message option meets on a worker (:data:`crawler.options.RULES`): the command
-line (:func:`crawler.command_line.spec_of`, from the flags argparse parsed) and the
-Python API (:mod:`crawler.api`, from keyword arguments) both make theirs with it, and
-:func:`crawler.running.run` runs one.  A value is the flag's text or the value itself
-(``max_pages="5"`` or ``5``); one a flag refuses is a :class:`BadValue` in the flag's
-words, which the command line's types say as usage errors.  No argparse here.
+rows of :data:`crawler.option_table.TABLE`: ``max_pages`` for ``--max-pages``) to
+values, each checked by its row's check, itself the rule the message option meets on a
+worker: the command line (:func:`crawler.cli.crawl_flags.spec_of`, from the flags
+argparse parsed) and the Python API (:mod:`crawler.api`, from keyword arguments) both
+make theirs with it, and :func:`crawler.embedded.entry.run` runs one.  A value is the flag's
+text or the value itself (``max_pages="5"`` or ``5``); one a flag refuses is a
+:class:`BadValue` in the flag's words, which the command line's types say as usage
+errors.  No argparse here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
-from crawler.errors import InvalidMessage
-from crawler.links.sites import site_of
 from crawler.local_files import same_file
-from crawler.options import (
-    ABOVE_ZERO,
-    AUTH_PREFIX,
-    DEFAULT_USER_AGENT,
-    DIRECTORY,
-    FLAG,
-    HEADER_VALUE,
-    PER_HOST,
-    RATE,
-    RULES,
-    WHOLE,
-    CrawlOptions,
-    Rule,
-    auth_pair,
-    canonical_http_url,
-    handler_name,
-    header_line,
-    host_name,
-    proxy_url,
-    regular_expression,
-    whole_between,
-)
+from crawler.option_checks import CONTRADICTIONS, CrawlError, crawl_options
+from crawler.option_rules import DEFAULT_THREADS, BadValue, http_url
+from crawler.option_rules import handler_timeout as handler_timeout
+from crawler.option_table import TABLE
+from crawler.options import CrawlOptions
 
 if TYPE_CHECKING:
-    from crawler.cli.seed_file import SeedFile
+    from crawler.seed_file import SeedFile
 
 T = TypeVar("T")
 
+__all__ = ["OPTIONS", "REPEATED", "BadValue", "CrawlError", "CrawlSpec", "SeedUrls", "flag"]
 
-class CrawlError(ValueError):
-    """Options, URLs or a handler the crawler refuses, in the command's words."""
-
-
-class BadValue(ValueError):
-    """A value an option refuses, in the words its flag's usage error uses
-    (``'0' is not a whole number above zero``)."""
-
-
-def _text(value: Any) -> str:
-    """``value`` as its flag's text would be: what an error quotes."""
-    return value if isinstance(value, str) else str(value)
-
-
-def _checked(value: Any, rule: Rule[T], parse: Callable[[str], Any] = str) -> T:
-    """``value`` checked by ``rule``: the flag's text read by ``parse`` first, any other
-    value as it is (a bool is no number, a number no string)."""
-    try:
-        return rule.check(parse(value) if isinstance(value, str) else value)
-    except ValueError as e:
-        detail = f": {e}" if str(e) else ""
-        raise BadValue(f"{_text(value)!r} is not {rule.must_be}{detail}") from e
-
-
-def _digits(value: str) -> int | None:
-    return int(value) if value.isascii() and value.isdigit() else None
-
-
-def _float(value: str) -> float | None:
-    try:
-        return float(value)
-    except ValueError:
-        return None
-
-
-def whole_number(value: Any) -> int:
-    """A whole number (``max_depth``'s rule)."""
-    return _checked(value, WHOLE, _digits)
-
-
-def positive_int(value: Any) -> int:
-    """A whole number above zero (``max_pages``' rule)."""
-    return _checked(value, ABOVE_ZERO, _digits)
-
-
-#: ``--threads`` at most: a thread a fetch in flight, each with its connections.
-MAX_THREADS = 512
-#: ``--local``'s fetching threads when ``--threads`` is not given.
-DEFAULT_THREADS = 8
-THREADS = Rule(f"a whole number from 1 to {MAX_THREADS}", whole_between(1, MAX_THREADS))
-
-
-def threads(value: Any) -> int:
-    """``--local``'s threads, 1 to ``MAX_THREADS``."""
-    return _checked(value, THREADS, _digits)
-
-
-#: ``--processes`` at most.
-MAX_PROCESSES = 64
-PROCESSES = Rule(f"a whole number from 1 to {MAX_PROCESSES}", whole_between(1, MAX_PROCESSES))
 #: What a crawl of several ``--local`` processes cannot share yet: each of these runs
 #: the crawl in one process (refused with ``--processes`` above 1).
 ONE_PROCESS_OPTIONS = ("state", "dashboard", "render")
-
-
-def processes(value: Any) -> int:
-    """``--local``'s crawling processes, 1 to ``MAX_PROCESSES``."""
-    return _checked(value, PROCESSES, _digits)
 
 
 def forks_shards() -> bool:
@@ -142,238 +56,10 @@ def core_count() -> int:
         return os.cpu_count() or 1
 
 
-def rate(value: Any) -> float:
-    """``--max-rate``'s number (``nan``, ``inf`` and ``1e309``, which float() takes,
-    would fail every page of the crawl)."""
-    return _checked(value, RATE, _float)
-
-
-def per_host(value: Any) -> int:
-    """``--max-per-host``'s number."""
-    return _checked(value, PER_HOST, _digits)
-
-
-def domain_name(value: Any) -> str:
-    """A host name or IP address (:func:`~crawler.options.host_name`)."""
-    try:
-        return host_name(value)
-    except ValueError as e:
-        raise BadValue(f"{_text(value)!r} is not a domain name") from e
-
-
-def pattern(value: Any) -> str:
-    """A regular expression RE2 compiles."""
-    return _checked(value, Rule("a regular expression", regular_expression))
-
-
-def port(value: Any) -> int:
-    """A TCP port: a whole number from 1 to 65535."""
-    number = _digits(value) if isinstance(value, str) else value
-    if not (type(number) is int and 1 <= number <= 65535):
-        raise BadValue(f"{_text(value)!r} is not a port (1 to 65535)")
-    return number
-
-
-def handler(value: Any) -> str:
-    """``--handler``'s ``package.module:function``."""
-    try:
-        return handler_name(value)
-    except ValueError:
-        raise BadValue(
-            f"{_text(value)!r} is not a handler's name: package.module:function"
-        ) from None
-
-
-def user_agent(value: Any) -> str:
-    """A header value (:func:`~crawler.options.header_value`)."""
-    return _checked(value, HEADER_VALUE)
-
-
-def header(value: Any) -> str:
-    """``--header``'s ``Name: value`` (:func:`~crawler.options.header_line`)."""
-    try:
-        return header_line(value)
-    except ValueError as e:
-        if isinstance(value, str) and ":" in value:
-            raise BadValue(f"{value!r} cannot be sent: {e}") from e
-        raise BadValue(f"{_text(value)!r} is not 'Name: value'") from e
-
-
-def cookies(value: Any) -> bool:
-    """``--cookies on|off`` (or True and False)."""
-    if isinstance(value, bool):
-        return value
-    if value in ("on", "off"):
-        return bool(value == "on")
-    raise BadValue(f"{_text(value)!r} is not on or off")
-
-
-def proxy(value: Any) -> str:
-    """``--proxy``'s ``http://host:port`` (or https)."""
-    try:
-        return proxy_url(value)
-    except ValueError as e:
-        raise BadValue(f"{_text(value)!r} is not an http:// or https:// proxy URL") from e
-
-
-def timeout(value: Any) -> float:
-    """``--timeout``'s seconds."""
-    checked: float = _checked(value, RULES["timeout"], _float)
-    return checked
-
-
-def handler_timeout(value: Any) -> float:
-    """``--handler-timeout``'s seconds."""
-    checked: float = _checked(value, RULES["handler_timeout"], _float)
-    return checked
-
-
-def retries(value: Any) -> int:
-    """``--retries``' number, at most the actor's."""
-    checked: int = _checked(value, RULES["retries"], _digits)
-    return checked
-
-
-def render_wait(value: Any) -> float | None:
-    """``--render-wait``'s ``idle`` (None: until the network is idle, the default) or
-    seconds, at most :data:`~crawler.options.MAX_RENDER_WAIT`."""
-    if value == "idle":
-        return None
-    checked: float = _checked(value, RULES["render_wait"], _float)
-    return checked
-
-
-def auth_env(value: Any) -> str:
-    """``--auth-env``'s ``host=CRAWLER_AUTH_NAME``."""
-    try:
-        return auth_pair(value)
-    except ValueError as e:
-        raise BadValue(
-            f"{_text(value)!r} is not host={AUTH_PREFIX}NAME (a variable of the workers')"
-        ) from e
-
-
-def crawl_id(value: Any) -> str:
-    """A crawl id as the seeder prints it (32 hex digits)."""
-    if not (isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32}", value)):
-        raise BadValue(f"{_text(value)!r} is not a crawl id (32 hex digits)")
-    return value
-
-
-def http_url(value: Any) -> str:
-    """An absolute http(s) URL, in its canonical form (:func:`canonical_http_url`)."""
-    if not isinstance(value, str):
-        raise BadValue(f"{_text(value)!r} is not an http:// or https:// URL")
-    try:
-        return canonical_http_url(value)
-    except ValueError as e:
-        raise BadValue(f"{value!r} {e}") from e
-
-
-def path(value: Any) -> Path:
-    """A file or directory of this machine (``--state``, ``--output``; ``-``: stdout)."""
-    if not isinstance(value, (str, os.PathLike)):
-        raise BadValue(f"{_text(value)!r} is not a path")
-    return Path(value)
-
-
-def seed_input(value: Any) -> str:
-    """``-i``'s file of seeds, a URL a line (``-``: standard input)."""
-    if not isinstance(value, (str, os.PathLike)):
-        raise BadValue(f"{_text(value)!r} is not a file name")
-    return os.fspath(value)
-
-
-def directory(value: Any) -> str:
-    """``--warc``'s directory, as given (:meth:`CrawlSpec.from_options` reads it)."""
-    if not isinstance(value, (str, os.PathLike)):
-        raise BadValue(f"{_text(value)!r} is not a directory name")
-    return os.fspath(value)
-
-
-def items(value: Any) -> str:
-    """``--items``' sink: a file (JSON lines; CSV for ``FILE.csv``) or a
-    ``postgresql://`` URL (:mod:`crawler.items.sinks`)."""
-    from crawler.items.sinks import checked_address
-
-    try:
-        return checked_address(value)
-    except ValueError as e:
-        raise BadValue(f"{_text(value)!r} is not an item sink: {e}") from e
-
-
-def switch(value: Any) -> bool:
-    """A switch's value: True or False."""
-    return _checked(value, FLAG)
-
-
-def warc_name(value: str) -> str:
-    """``--warc``'s directory as a message may carry it (with workers, it lands under
-    their ``CRAWLER_WARC_DIR``)."""
-    return _checked(value, DIRECTORY)
-
-
-def warc_directory(value: str) -> str:
-    """``--local``'s ``--warc``: a directory of this machine, as an absolute path without
-    ``..`` (:func:`crawler.running.run` makes it)."""
-    return os.path.abspath(Path(value).expanduser())
-
-
-#: Every option of a crawl, by name (its flag in Python's spelling), and the check of its
-#: value; ``crawler crawl``'s flags are these, each with its check as its type.  A
+#: Every option of a crawl, by name, and the check of its value (the table's).  A
 #: repeatable one (:data:`REPEATED`) takes a list of such values, or one.
-OPTIONS: dict[str, Callable[[Any], Any]] = {
-    # which links the crawl follows
-    "upstream": switch,
-    "follow_relative": switch,
-    "same_domain": switch,
-    "same_site": switch,
-    "allow_domain": domain_name,
-    "include": pattern,
-    "exclude": pattern,
-    # its bounds and order
-    "max_depth": whole_number,
-    "max_pages": positive_int,
-    "max_pages_per_host": positive_int,
-    "sitemaps": switch,
-    "breadth_first": switch,
-    # how pages are fetched, and what is done with them
-    "obey_robots": switch,
-    "max_rate": rate,
-    "max_per_host": per_host,
-    "user_agent": user_agent,
-    "handler": handler,
-    "handler_timeout": handler_timeout,
-    "warc": directory,
-    "header": header,
-    "cookies": cookies,
-    "proxy": proxy,
-    "timeout": timeout,
-    "retries": retries,
-    "auth_env": auth_env,
-    "render": switch,
-    "render_wait": render_wait,
-    "render_media": switch,
-    # how the crawl runs
-    "input_file": seed_input,
-    "recrawl_from": path,
-    "recrawl_warc": path,
-    "wait": switch,
-    "crawl_id": crawl_id,
-    "local": switch,
-    "threads": threads,
-    "processes": processes,
-    "state": path,
-    "output": path,
-    "items": items,
-    "dashboard": port,
-    "verbose": switch,
-}
-REPEATED = frozenset({"allow_domain", "include", "exclude", "header", "auth_env"})
-#: The switches ``crawler crawl`` turns on unless told otherwise (``upstream``: off).
-CRAWLER_DEFAULTS = ("follow_relative", "same_site", "obey_robots")
-#: Options that make no sense together: refused, naming both.
-CONTRADICTIONS = (("local", "wait"), ("local", "crawl_id"))
+OPTIONS: dict[str, Callable[[Any], Any]] = {option.name: option.check for option in TABLE}
+REPEATED = frozenset(option.name for option in TABLE if option.kind == "list")
 
 
 def flag(name: str) -> str:
@@ -400,7 +86,7 @@ class SeedUrls:
 
 @dataclass(frozen=True)
 class CrawlSpec:
-    """A crawl, all said: what :func:`crawler.running.run` runs.  Made by
+    """A crawl, all said: what :func:`crawler.embedded.entry.run` runs.  Made by
     :meth:`from_options` (checked option by option); made directly, how it runs is
     checked all the same (:class:`CrawlError` for no seed or options at odds).
 
@@ -549,7 +235,7 @@ class CrawlSpec:
         return cls(
             seeds=urls,
             seed_file=seed_file,
-            options=_crawl_options(
+            options=crawl_options(
                 SeedUrls(urls, seed_file),
                 given,
                 collect_records=wait,
@@ -570,6 +256,11 @@ class CrawlSpec:
         )
 
 
+def _text(value: Any) -> str:
+    """``value`` as its flag's text would be: what an error quotes."""
+    return value if isinstance(value, str) else str(value)
+
+
 def _value(name: str, value: Any) -> Any:
     """One option's value, checked: a list of them for a repeatable option."""
     check = OPTIONS.get(name)
@@ -588,7 +279,7 @@ def _value(name: str, value: Any) -> Any:
 def _seed_file(name: str) -> SeedFile:
     """``-i``'s seeds, every line checked (read whole, kept aside when standard input);
     a :class:`CrawlError` naming the bad lines' numbers."""
-    from crawler.cli.seed_file import SeedFile, SeedFileError  # its package: argparse's
+    from crawler.seed_file import SeedFile, SeedFileError
 
     try:
         return SeedFile(name, http_url)
@@ -601,93 +292,3 @@ def _checked_value(where: str, check: Callable[[Any], T], value: Any) -> T:
         return check(value)
     except BadValue as e:
         raise CrawlError(f"argument {where}: {e}") from e
-
-
-def _scope(
-    seeds: SeedUrls, given: Mapping[str, Any]
-) -> tuple[dict[str, bool], dict[str, None], dict[str, None]]:
-    """``crawler crawl``'s switches (on unless given, or ``upstream``; ``same_site`` off
-    with ``same_domain`` or ``allow_domain``), and the domains and the sites links may go
-    to (each once, in order)."""
-    same_domain, same_site = given.get("same_domain", False), given.get("same_site")
-    allow_domain = given.get("allow_domain", [])
-    if same_domain and same_site:
-        raise CrawlError("--same-domain and --same-site: choose one")
-    upstream = given.get("upstream", False)
-    on = {name: given.get(name, not upstream) for name in CRAWLER_DEFAULTS}
-    if same_site is None and (same_domain or allow_domain):
-        on["same_site"] = False
-    domains = dict.fromkeys(domain.lower().strip(".") for domain in allow_domain)
-    sites: dict[str, None] = {}
-    if same_domain or on["same_site"]:  # a seed file read once more: its hosts, not its URLs
-        for url in seeds:
-            host = (urlsplit(url).hostname or "").lower()
-            if same_domain:
-                domains[host] = None
-            if on["same_site"]:
-                sites[site_of(host)] = None
-    return on, domains, sites
-
-
-def _crawl_options(
-    seeds: SeedUrls,
-    given: Mapping[str, Any],
-    *,
-    collect_records: bool,
-    records_without_links: bool,
-) -> CrawlOptions:
-    """The options the crawl's messages carry, checked as workers check a message's.
-
-    ``crawler crawl``'s switches not given are on, unless ``upstream``; ``same_site``
-    is off with ``same_domain`` or ``allow_domain``.  With ``local`` ``warc`` names a
-    directory here, else one under the workers' ``CRAWLER_WARC_DIR``.  ``render_wait``
-    (seconds: ``idle`` is the default) and ``render_media`` need ``render``."""
-    on, domains, sites = _scope(seeds, given)
-    warc = given.get("warc")
-    if warc is not None:
-        try:
-            warc = warc_directory(warc) if given.get("local") else warc_name(warc)
-        except BadValue as e:
-            raise CrawlError(str(e)) from e
-    render = given.get("render", False)
-    for name in ("render_wait", "render_media"):
-        if given.get(name) and not render:
-            raise CrawlError(f"{flag(name)} works with --render only")
-    options = CrawlOptions(
-        follow_relative=on["follow_relative"],
-        allowed_domains=tuple(domains),
-        max_depth=given.get("max_depth"),
-        max_pages=given.get("max_pages"),
-        obey_robots=on["obey_robots"],
-        max_rate=given.get("max_rate"),
-        user_agent=given.get("user_agent", DEFAULT_USER_AGENT),
-        include=tuple(given.get("include", ())),
-        exclude=tuple(given.get("exclude", ())),
-        allowed_sites=tuple(sites),
-        max_per_host=given.get("max_per_host"),
-        max_pages_per_host=given.get("max_pages_per_host"),
-        sitemaps=given.get("sitemaps", False),
-        breadth_first=given.get("breadth_first", False),
-        warc=warc,
-        collect_records=collect_records,
-        batched_records=collect_records,
-        records_without_links=records_without_links,
-        handler=given.get("handler"),
-        handler_timeout=given.get("handler_timeout"),
-        headers=tuple(given.get("header", ())),
-        cookies=given.get("cookies", True),
-        proxy=given.get("proxy"),
-        timeout=given.get("timeout"),
-        retries=given.get("retries"),
-        auth_env=tuple(given.get("auth_env", ())),
-        render=render,
-        render_wait=given.get("render_wait"),
-        render_media=given.get("render_media", False),
-        recrawl="recrawl_from" in given,
-        crawl_id=given.get("crawl_id") or uuid.uuid4().hex,
-    )
-    try:  # what workers will check: the same code, so the seeder never sends what they refuse
-        CrawlOptions.from_message(options.to_message())
-    except InvalidMessage as e:
-        raise CrawlError(str(e)) from e
-    return options

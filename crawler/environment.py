@@ -172,7 +172,7 @@ def local_backoffs() -> tuple[int, int]:
 def local_busy() -> float:
     """``CRAWLER_LOCAL_BUSY``: the share of one core (0.75) above which ``--local``'s
     process is CPU-bound and lets fewer of its threads hold a page at once
-    (:class:`crawler.brokers.local_worker.Concurrency`); ``inf`` keeps every thread
+    (:class:`crawler.embedded.worker.Concurrency`); ``inf`` keeps every thread
     at work whatever the CPU."""
     return number("CRAWLER_LOCAL_BUSY", 0.75, infinite=True)
 
@@ -187,10 +187,16 @@ class Lifetimes:
       grace(int): A crawl's journal and counters after the last time a worker or a
         waiting seeder touched them (``CRAWLER_CRAWL_GRACE``): they are refreshed while
         the crawl goes on, and a finished or cancelled crawl's expire this long after.
+      resend(float): How long a link a message claimed on an interrupted try waits
+        before the message's next try sends it again (``CRAWLER_RESEND_DELAY``): the
+        longest a copy sent before can be in hand (the actor's time limit) and 2 s, so
+        that the copy finds that one done rather than fetch the page beside it; 0 sends
+        it at once.
     """
 
     claim: int = 3600
     grace: int = 7 * 24 * 3600
+    resend: float = ACTOR_TIME_LIMIT + 2
 
 
 #: The longest lifetime Memcached takes as a number of seconds: it reads more as a date.
@@ -202,6 +208,7 @@ def lifetimes_from_environment() -> Lifetimes:
     lifetimes = Lifetimes(
         claim=math.ceil(number("CRAWLER_CLAIM_TTL", defaults.claim)),
         grace=math.ceil(number("CRAWLER_CRAWL_GRACE", defaults.grace)),
+        resend=number("CRAWLER_RESEND_DELAY", defaults.resend, zero=True),
     )
     for name, seconds in (
         ("CRAWLER_CLAIM_TTL", lifetimes.claim),
@@ -221,15 +228,18 @@ def _given(name: str) -> tuple[str, float]:
         return value, math.nan
 
 
-def number(name: str, default: float, *, infinite: bool = False) -> float:
-    """A positive number from the environment (``inf`` too when ``infinite``), or a
-    clear error naming the variable: not a number, ``nan`` or ``inf`` would fail, or
-    loop, far from where the variable was read."""
+def number(name: str, default: float, *, infinite: bool = False, zero: bool = False) -> float:
+    """A positive number from the environment (``inf`` too when ``infinite``, 0 too
+    when ``zero``), or a clear error naming the variable: not a number, ``nan`` or
+    ``inf`` would fail, or loop, far from where the variable was read."""
     value, parsed = _given(name)
     if not value:
         return default
+    if zero and parsed == 0:
+        return 0.0
     if not (parsed > 0 and (infinite or math.isfinite(parsed))):  # nan is not above 0
-        raise ValueError(f"{name} must be a positive number, not {value!r}")
+        wanted = "a positive number or 0" if zero else "a positive number"
+        raise ValueError(f"{name} must be {wanted}, not {value!r}")
     return parsed
 
 

@@ -80,7 +80,7 @@ class Deferred(Exception):
 class Answered(PermanentError):
     """The server answered with a 4xx status other than 408 and 429 (404 Not Found, 410
     Gone, 403 Forbidden...): the URL's answer, not a failure.  No retry can change it, and
-    the actor's wrapper (:func:`crawler.failures.reports_failures`) makes it the URL's
+    the actor's wrapper (:func:`crawler.failure_reports.reports_failures`) makes it the URL's
     record (outcome ``answered``, with its status) instead of a dead letter.  A robots.txt
     or sitemap fetch reads it as the :class:`PermanentError` with a status it is.
 
@@ -107,3 +107,18 @@ class InvalidMessage(PermanentError):
     Parameters:
       reason(str): What is wrong, naming the argument or option.
     """
+
+
+def why(error: BaseException) -> str:
+    """What went wrong, never empty: pika's connection errors often say nothing
+    themselves, their cause does (the first of the chain with words, else its type)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if str(cause).strip():
+            return f"{type(cause).__name__}: {cause}"
+        inner = [cause.__cause__, cause.__context__, getattr(cause, "exception", None)]
+        inner += [a for a in cause.args if isinstance(a, BaseException)]
+        cause = next((e for e in inner if isinstance(e, BaseException)), None)
+    return f"{type(error).__name__} (no reason given: is anything listening there?)"

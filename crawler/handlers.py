@@ -269,12 +269,20 @@ class Handlers:
             self.load(spec)
 
     def load(self, spec: str) -> None:
-        """Load one more (``--local --handler``); ValueError when it cannot be loaded."""
+        """Load one more (a worker's ``CRAWLER_HANDLERS``); ValueError when it cannot be
+        loaded."""
         self._loaded[spec] = load(spec)
 
-    def add(self, name: str, handler: Handler) -> None:
-        """Take a function as the handler ``name`` (:class:`crawler.api.Crawl`'s)."""
-        self._loaded[name] = handler
+    def with_handler(self, name: str | None, function: Handler | None = None) -> Handlers:
+        """A crawl's own handlers: these, and its handler ``name`` (``--local
+        --handler``), loaded unless this process has it, or ``function`` when given (a
+        :class:`crawler.api.Crawl`'s); these are left as they are.  ValueError when it
+        cannot be loaded."""
+        own = Handlers(timeout=self.timeout)
+        own._loaded = dict(self._loaded)
+        if name is not None and (function is not None or name not in own._loaded):
+            own._loaded[name] = load(name) if function is None else function
+        return own
 
     @property
     def names(self) -> list[str]:

@@ -37,16 +37,8 @@ from dramatiq.middleware import CurrentMessage
 from crawler.errors import InvalidMessage
 from crawler.frontier.scope import FORMAT, KINDS, MAX_SITEMAP_LEVEL, SITEMAP_ACTOR
 from crawler.handlers import MAX_LABEL, MAX_REQUEST_BYTES
-from crawler.options import (
-    FLAG,
-    WHOLE,
-    CrawlOptions,
-    Rule,
-    canonical_http_url,
-    quoted,
-    utf8_text,
-    whole_between,
-)
+from crawler.option_rules import FLAG, WHOLE, Rule, canonical_http_url, utf8_text, whole_between
+from crawler.options import CrawlOptions, quoted
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -3,6 +3,9 @@
 The actor returns its record; Dramatiq hands that return value to every
 middleware's ``after_process_message`` as ``result``, where :class:`Recorder`
 picks it up.  Nothing is stored in a results backend.
+
+A record is a :class:`PageRecord`: a plain ``dict`` at run time, written out as JSON
+as it is, whose every field mypy knows by name and type.
 """
 
 from __future__ import annotations
@@ -12,18 +15,85 @@ import io
 import json
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypedDict, cast
 
 import requests
 
 from crawler.archiving.warc import Stored
 from crawler.errors import Answered
-from crawler.frontier.recrawl import Earlier
-from crawler.handlers import Outcome
-from crawler.outcomes import ANSWERED, CRAWLED, DUPLICATE_CONTENT, NOT_HTML, SITEMAP, UNCHANGED
+from crawler.outcomes import ANSWERED, CRAWLED, NOT_HTML, SITEMAP
 
-Record = dict[str, Any]
+
+class _EveryRecord(TypedDict):
+    """The fields every record holds."""
+
+    #: The URL, canonical.
+    url: str
+    #: What became of it: one of :mod:`crawler.outcomes`.
+    outcome: str
+
+
+class PageRecord(_EveryRecord, total=False):
+    """One record per crawled URL, as ``-o`` writes it (docs/output.md says what each
+    field means, and which records hold it); a field a record does not have is absent,
+    not null.  ``sent`` alone is the workers' word to the seeder, never written out.
+
+    A record read back from a file (``--recrawl-from``) is checked for the fields the
+    recrawl reads (:func:`crawler.frontier.recrawl.read_records`); its validators, digest
+    and WARC fields may then be null, as they are typed here.
+    """
+
+    #: The HTTP status; null for a failure without an answer.
+    status: int | None
+    #: The ``Content-Type`` header, if the server sent one.
+    content_type: str | None
+    #: The absolute http(s) links found (none for an answer: its body is not parsed).
+    links: list[str]
+    #: Hops from a seed (seeds are 0; a sitemap's pages count from 0).
+    depth: int
+    #: The ids of the messages sent for its new links (to the seeder only).
+    sent: list[str]
+    #: The fetch alone, in milliseconds: first request to body read (or headers).
+    fetch_ms: float
+    #: The response's ``ETag``, what ``--recrawl-from`` asks with.
+    etag: str | None
+    #: The response's ``Last-Modified``, what ``--recrawl-from`` asks with.
+    last_modified: str | None
+    #: Links that could not be parsed, left out.
+    dropped_links: int
+    #: The size of the body read, in bytes (HTML pages).
+    bytes: int
+    #: True: the page was loaded in headless Chromium (``--render``).
+    rendered: bool
+    #: The render alone, in milliseconds (``--render``).
+    render_ms: float
+    #: The WARC file holding the response (``--warc``).
+    warc_file: str | None
+    #: Where its response record starts in that file (``--warc``).
+    warc_offset: int | None
+    #: The ``sha1:`` digest of the body, as in ``WARC-Payload-Digest``.
+    payload_digest: str | None
+    #: What the page handler returned: a JSON object, or null (``--handler``).
+    data: dict[str, Any] | None
+    #: The JSON objects the handler yielded, in order (``Handled(items=[...])``).
+    items: list[dict[str, Any]]
+    #: Why the page handler failed, one line; the page's links were still followed.
+    handler_error: str
+    #: How many of ``links`` are sitemaps (a sitemap's record).
+    sitemaps: int
+    #: The last error, one line (a failure).
+    error: str
+    #: True: workers refused the message itself (``docs/security.md``).
+    invalid_message: bool
+    #: The message's time on the worker, in milliseconds, waits included.
+    elapsed_ms: float
+    #: The Dramatiq message that crawled it.
+    message_id: str
+
+
+Record = PageRecord
 
 
 def page_record(
@@ -32,34 +102,17 @@ def page_record(
     links: list[str] | None,
     depth: int,
     sent: list[str],
-    dropped_links: int = 0,
-    stored: Stored | None = None,
-    handled: Outcome | None = None,
     size: int | None = None,
-    render_ms: float | None = None,
-    earlier: Earlier | None = None,
 ) -> Record:
-    """The record of a page ``crawl`` fetched; ``links`` is None when it is not HTML,
-    ``sent`` the ids of the messages it sent for the new URLs among them,
-    ``dropped_links`` how many of its links were malformed (named only when some were),
-    ``stored`` where ``--warc`` put its response, ``handled`` what the crawl's page
-    handler made of it (``data`` and its ``items`` when it yielded some, or
-    ``handler_error``), ``size`` the bytes of its body, when read, and ``render_ms``
-    the time headless Chromium took when it rendered the page (``--render``).
-    ``earlier``: what an earlier crawl saw of it (``--recrawl-from``): a ``304`` answer
-    makes it ``unchanged``, its validators and digest the earlier ones.
-    ``fetch_ms`` is the fetch's time alone, from its first
-    request to its body read (to its headers when the body is not read): what
-    :func:`crawler.fetching.read_body` left in ``response.elapsed``."""
-    outcome = CRAWLED if links is not None else NOT_HTML
-    if stored is not None and stored.revisit:
-        outcome = DUPLICATE_CONTENT
-    unchanged = earlier is not None and response.status_code == 304
-    if unchanged:
-        outcome = UNCHANGED
-    record = {
+    """The record of a page ``crawl`` fetched, as every page has it; ``links`` is None
+    when it is not HTML, ``sent`` the ids of the messages it sent for the new URLs among
+    them, ``size`` the bytes of its body, when read.  The page pipeline's stages add
+    their own fields (:mod:`crawler.pipeline`).  ``fetch_ms`` is the fetch's time alone,
+    from its first request to its body read (to its headers when the body is not read):
+    what :func:`crawler.fetching.read_body` left in ``response.elapsed``."""
+    record: Record = {
         "url": url,
-        "outcome": outcome,
+        "outcome": CRAWLED if links is not None else NOT_HTML,
         "status": response.status_code,
         "content_type": response.headers.get("content-type"),
         "links": links if links is not None else [],
@@ -67,33 +120,41 @@ def page_record(
         "sent": sent,
         "fetch_ms": round(response.elapsed.total_seconds() * 1000, 1),
     }
-    for field, header, before in (
-        ("etag", "ETag", earlier and earlier.etag),
-        ("last_modified", "Last-Modified", earlier and earlier.last_modified),
-    ):  # the validators a recrawl asks with (--recrawl-from)
-        value = response.headers.get(header) or (before if unchanged else None)
-        if value:
-            record[field] = value
-    if dropped_links:
-        record["dropped_links"] = dropped_links
     if size is not None:
         record["bytes"] = size
-    if render_ms is not None:
-        record["rendered"] = True
-        record["render_ms"] = round(render_ms, 1)
-    if stored is not None:
-        record["warc_file"] = stored.file
-        record["warc_offset"] = stored.offset
-        record["payload_digest"] = stored.payload_digest
-    if unchanged and earlier is not None and earlier.payload_digest and stored is None:
-        record["payload_digest"] = earlier.payload_digest
-    if handled is not None:
-        record["data"] = handled.data
-        if handled.items:  # for the crawl's item sink (--items)
-            record["items"] = handled.items
-        if handled.error is not None:
-            record["handler_error"] = handled.error
     return record
+
+
+#: The order of a page record's fields, whichever stage added them.
+PAGE_FIELDS = (
+    "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",
+    "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "warc_file",
+    "warc_offset", "payload_digest", "data", "items", "handler_error",
+)  # fmt: skip
+
+
+def in_order(record: Record) -> Record:
+    """``record`` with its fields in the order of :data:`PAGE_FIELDS` (any other after
+    them), so that a page's line reads the same whatever stages made it."""
+    fields: Mapping[str, object] = record  # read by name from a list: no literal keys
+    known = {field: fields[field] for field in PAGE_FIELDS if field in fields}
+    ordered = {**known, **{field: value for field, value in fields.items() if field not in known}}
+    return cast(Record, ordered)  # the same fields, in another order
+
+
+def without_links(record: Record) -> Record:
+    """A copy of ``record`` without its ``links``: for a seeder that only counts it."""
+    rest = record.copy()
+    rest.pop("links", None)
+    return rest
+
+
+def add_warc_fields(record: Record, stored: Stored) -> None:
+    """Where ``--warc`` kept a response, added to its record: its file, offset and
+    payload digest."""
+    record["warc_file"] = stored.file
+    record["warc_offset"] = stored.offset
+    record["payload_digest"] = stored.payload_digest
 
 
 def answered_record(url: str, answer: Answered) -> Record:
@@ -108,9 +169,7 @@ def answered_record(url: str, answer: Answered) -> Record:
         "sent": [],
     }
     if isinstance(answer.kept, Stored):
-        record["warc_file"] = answer.kept.file
-        record["warc_offset"] = answer.kept.offset
-        record["payload_digest"] = answer.kept.payload_digest
+        add_warc_fields(record, answer.kept)
     return record
 
 
@@ -119,7 +178,7 @@ def sitemap_record(
 ) -> Record:
     """The record of a sitemap read (``--sitemaps``): the pages and sitemaps it listed
     that the crawl follows, ``sent`` the ids of the messages sent for the new ones."""
-    record = {
+    record: Record = {
         "url": url,
         "outcome": SITEMAP,
         "links": pages + sitemaps,
@@ -206,13 +265,15 @@ class RecordFile:
             csv.writer(self._file).writerow(RECORD_FIELDS)
 
     def write(self, record: Record) -> None:
-        public = {key: value for key, value in record.items() if key != "sent"}
+        # What is written: the record's fields but ``sent``, a CSV row's cells made of them.
+        public: dict[str, Any] = {key: value for key, value in record.items() if key != "sent"}
         if self._csv:
             row = io.StringIO()
-            public["links"] = len(public.get("links") or [])
-            public["items"] = len(public.get("items") or []) or None  # counted, as links
-            if public.get("data") is not None:  # a handler's data: one JSON cell
-                public["data"] = json.dumps(public["data"], ensure_ascii=False, allow_nan=False)
+            public["links"] = len(record.get("links") or [])
+            public["items"] = len(record.get("items") or []) or None  # counted, as links
+            data = record.get("data")
+            if data is not None:  # a handler's data: one JSON cell
+                public["data"] = json.dumps(data, ensure_ascii=False, allow_nan=False)
             csv.writer(row).writerow(
                 ["" if public.get(c) is None else public[c] for c in RECORD_FIELDS]
             )

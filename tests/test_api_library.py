@@ -12,9 +12,9 @@ from typing import Any
 import dramatiq
 import pytest
 
-from crawler import Crawl, CrawlError, Page, seed
+from crawler import Crawl, Page
 from crawler.brokers.local import PriorityStubBroker
-from crawler.middleware import CurrentBroker, actor_for
+from crawler.middleware import CurrentBroker, actor_for, parts_for
 from tests.site_server import Page as SitePage
 from tests.site_server import SiteServer, generate_site, page_path
 
@@ -95,13 +95,13 @@ def test_crawls_run_one_after_another_and_the_actors_are_never_rebound(
     assert capfd.readouterr() == ("", "")
 
 
-def test_a_second_concurrent_crawl_is_refused_with_a_clear_error(
+def test_a_second_crawl_runs_while_the_first_holds_a_page_and_neither_waits(
     site: SiteServer, host_logging: Kept, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from crawler import example
 
     site.pages.update(generate_site(site.base_url, pages=2, links_per_page=1))
-    monkeypatch.setattr(example.handlers, "timeout", 30.0)
+    monkeypatch.setattr(example.page_handlers, "timeout", 30.0)
     entered, gate = threading.Event(), threading.Event()
 
     def holding(page: Page) -> dict[str, Any]:
@@ -115,16 +115,14 @@ def test_a_second_concurrent_crawl_is_refused_with_a_clear_error(
     runner.start()
     try:
         assert entered.wait(30)
-        second = Crawl([site.url(page_path(1))])
-        with pytest.raises(CrawlError, match="another Crawl is running in this process"):
-            second.run()
-        with pytest.raises(CrawlError, match="another Crawl is running in this process"):
-            seed([site.url(page_path(1))])
+        second = Crawl([site.url(page_path(1))], max_pages=1)
+        assert second.run() == 0  # to its end, the first still held
+        assert runner.is_alive() and ended == []
     finally:
         gate.set()
         runner.join(timeout=60)
     assert ended == [0]
-    assert Crawl([site.url(page_path(1))], max_pages=1).run() == 0  # free again
+    assert second.progress.counts["crawled"] == 1
 
 
 def test_sitemaps_run_on_the_local_broker_s_own_actors(
@@ -192,6 +190,37 @@ def test_actor_for_finds_the_current_broker_s_actor_and_falls_back() -> None:
     assert found == [own, example.crawl_sitemap]
     assert own.broker is broker and example.crawl.broker is not broker
     assert actor_for(example.crawl) is example.crawl  # cleared after the message
+
+
+def test_parts_for_finds_the_current_broker_s_parts_and_falls_back() -> None:
+    worker_s, crawl_s = object(), object()  # stand-ins: parts_for only hands them over
+    assert parts_for(worker_s) is worker_s  # no message processed here
+    found: list[Any] = []
+    brokers = []
+    for parts in (crawl_s, None):  # a --local crawl's broker, and one without parts
+        broker = PriorityStubBroker()
+        broker.add_middleware(CurrentBroker())
+        broker.crawl_parts = parts
+        dramatiq.Actor(
+            lambda: found.append(parts_for(worker_s)),
+            broker=broker,
+            actor_name="probe",
+            queue_name="probe",
+            priority=0,
+            options={},
+        ).send()
+        brokers.append(broker)
+    for broker in brokers:
+        worker = dramatiq.Worker(broker, worker_timeout=100, worker_threads=1)
+        worker.start()
+        try:
+            broker.join("probe", fail_fast=True)
+            worker.join()
+        finally:
+            worker.stop()
+            broker.close()
+    assert found == [crawl_s, worker_s]
+    assert parts_for(worker_s) is worker_s  # cleared after the message
 
 
 def test_a_program_that_used_the_workers_stores_crawls_here_then_has_them_back(

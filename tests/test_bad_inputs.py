@@ -22,7 +22,7 @@ import prometheus_client
 import pytest
 import requests
 
-from crawler import command_line
+from crawler.cli import crawl_flags
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, TransientError
 from crawler.fetching import bounded_fetch, new_session
@@ -279,10 +279,10 @@ def test_seeder_refuses_an_option_value_that_would_fail_every_page_and_enqueues_
 
 
 def test_allow_domain_is_spelled_as_canonical_hosts_are() -> None:
-    assert command_line.domain_name("Bücher.DE.") == "xn--bcher-kva.de"
-    assert command_line.domain_name(" Example.com ") == "example.com"
-    assert command_line.domain_name("127.0.0.1") == "127.0.0.1"
-    assert command_line.domain_name("[::1]") == "::1"
+    assert crawl_flags.domain_name("Bücher.DE.") == "xn--bcher-kva.de"
+    assert crawl_flags.domain_name(" Example.com ") == "example.com"
+    assert crawl_flags.domain_name("127.0.0.1") == "127.0.0.1"
+    assert crawl_flags.domain_name("[::1]") == "::1"
 
 
 # Item 8: a host that can never resolve, or never be asked for, is given up at once.

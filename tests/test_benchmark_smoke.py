@@ -255,3 +255,26 @@ def test_recrawl_smoke_run_reaches_the_full_crawl_s_pages_downloading_less(
         assert 0 < recrawl["body_bytes"] < full["body_bytes"]
         assert recrawl["statuses"]["304"] > 0 and "304" not in full["statuses"]
     assert "same page set as the full crawl: yes" in result.stdout
+
+
+@pytest.mark.serial  # how many requests a host got in one second: no other test's load
+def test_polite_pace_smoke_run_crawls_every_host_locally_within_its_rate() -> None:
+    """CI's short version of ``benchmarks/polite_pace.py``: 2 hosts of 10 pages at 5
+    requests a second each (more pages than a second's worth, so the limit is what
+    paces them), ``--local`` only; the workers and Scrapy run in its full run."""
+    result = subprocess.run(
+        [sys.executable, "benchmarks/polite_pace.py", "--hosts", "2", "--pages", "10",
+         "--rate", "5", "--contenders", "local"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [run["contender"] for run in runs] == ["local"]
+    (run,) = runs
+    assert run["pages"] == run["expected_pages"] == 20 and run["fewest_pages_of_a_host"] == 10
+    assert run["duplicates"] == 0 and run["cpu_ms_per_page"] > 0
+    assert run["max_page_requests_per_s"] <= run["bound_per_s"] == 6 and run["rate_held"]
+    assert run["seconds"] >= 1.5  # 10 pages at 5 a second: 1.8 s apart, a bucket's slack
+    assert re.search(r"^local +[\d.]+ +[\d.]+ +[\d.]+ +20 +0 +- +\d+ +\d+ +yes$",
+                     result.stdout, re.MULTILINE), result.stdout  # fmt: skip

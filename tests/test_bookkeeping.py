@@ -12,6 +12,7 @@ import redis
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, counters
 from crawler.frontier.digests import owner_token
+from crawler.records import Record
 from crawler.stores.memory import MemoryClient
 from crawler.tracking.bookkeeping import settle
 
@@ -107,7 +108,12 @@ def test_a_record_goes_to_the_seeder_as_the_seeder_asked(
 ) -> None:
     message, published = Message(), []
     message.kwargs = {"options": {"crawl_id": "crawl-1", "collect_records": True, **options}}
-    record = {"url": URL, "outcome": "crawled", "links": ["http://127.0.0.1:1/a"], "sent": []}
+    record: Record = {
+        "url": URL,
+        "outcome": "crawled",
+        "links": ["http://127.0.0.1:1/a"],
+        "sent": [],
+    }
     pool = Restarting("get", failures=0)
     claims.claim(pool.store, URL, message.message_id, "crawl-1", LIFETIMES)
 

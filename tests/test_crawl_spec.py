@@ -14,10 +14,13 @@ from typing import Any, NoReturn
 
 import pytest
 
-from crawler import Crawl, CrawlError, command_line, seed
+import crawler.cli.parser as cli_parser
+from crawler import Crawl, CrawlError, seed
+from crawler.cli import crawl_flags
 from crawler.crawl_spec import OPTIONS, CrawlSpec, core_count
 from crawler.errors import InvalidMessage
-from crawler.options import MAX_RENDER_WAIT, CrawlOptions
+from crawler.option_rules import MAX_RENDER_WAIT
+from crawler.options import CrawlOptions
 from tests.workers import PROJECT_ROOT, environment
 
 URL = "http://127.0.0.1:9/"
@@ -27,7 +30,7 @@ class _Refused(Exception):
     pass
 
 
-class _Parser(command_line.Parser):
+class _Parser(cli_parser.Parser):
     def error(self, message: str) -> NoReturn:
         raise _Refused(message)
 
@@ -35,12 +38,12 @@ class _Parser(command_line.Parser):
 def parser(*, upstream: bool = False) -> _Parser:
     """``crawler crawl``'s parser (``upstream``: ``python -m crawler.example``'s)."""
     made = _Parser(prog="crawler")
-    command_line.add_seeding(made, upstream=upstream)
+    cli_parser.add_seeding(made, upstream=upstream)
     return made
 
 
 def from_flags(*args: str, upstream: bool = False) -> CrawlSpec:
-    return command_line.spec_of(parser(upstream=upstream).parse_args(list(args)))
+    return crawl_flags.spec_of(parser(upstream=upstream).parse_args(list(args)))
 
 
 def same_crawl(spec: CrawlSpec, other: CrawlSpec) -> bool:
@@ -92,7 +95,7 @@ def test_a_bad_keyword_is_refused_in_the_words_of_its_flag(
 
 def test_an_unknown_keyword_is_named() -> None:
     with pytest.raises(CrawlError, match="max_pagez is no option of a crawl"):
-        Crawl([URL], max_pagez=5)
+        Crawl([URL], max_pagez=5)  # type: ignore[call-arg]
     with pytest.raises(CrawlError, match="unrecognized arguments: --colour=blue"):
         CrawlSpec.from_options([URL], {"colour": "blue"})
 
@@ -197,7 +200,8 @@ def test_a_message_s_render_options_are_checked_by_their_rules() -> None:
          {"render": True, "render_wait": "2.5", "render_media": True}, False),
         (["--render", "--render-wait", "idle"], {"render": True, "render_wait": "idle",
          "upstream": True}, True),
-        ([], {"follow_relative": False, "same_site": False, "obey_robots": False}, True),
+        ([], {"follow_relative": False, "same_site": False, "obey_robots": False,
+              "auto_throttle": False}, True),
     ],
 )  # fmt: skip
 def test_flags_and_keywords_make_the_same_crawl(
@@ -265,7 +269,7 @@ def test_the_api_s_crawl_is_its_spec_and_seed_refuses_to_run_here() -> None:
 def test_every_flag_of_a_crawl_is_an_option_of_its_spec() -> None:
     """A flag ``add_seeding`` defines that :data:`OPTIONS` lacks would be dropped."""
     for upstream in (False, True):
-        dests = {action.dest for action in parser(upstream=upstream)._actions}
+        dests = set(vars(parser(upstream=upstream).parse_args([])))
         assert dests - {"help", "urls"} <= set(OPTIONS), upstream
 
 
@@ -303,7 +307,9 @@ def test_the_api_makes_a_crawl_spec_with_no_argparse_at_all() -> None:
     }
 
 
-@pytest.mark.parametrize("module", ["api.py", "running.py", "crawl_spec.py", "local_mode.py"])
+@pytest.mark.parametrize(
+    "module", ["api.py", "embedded/entry.py", "crawl_spec.py", "embedded/one_process.py"]
+)
 def test_only_command_line_modules_import_argparse(module: str) -> None:
     tree = ast.parse((PROJECT_ROOT / "crawler" / module).read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)

@@ -226,8 +226,9 @@ def test_local_dashboard_stays_after_the_crawl_until_ctrl_c(
 ) -> None:
     """Once the crawl ended, ``--local --dashboard``'s page stays (and says so) until
     SIGINT, its elapsed time stopped at the end, no ``crawler replay`` offered (no
-    broker), and its hosts' page times the fetches' (5 ms pages) without the
-    ``--max-rate 2`` wait that the records' ``elapsed_ms`` hold."""
+    broker), and its hosts' page times the fetches' (5 ms pages): the ``--max-rate 2``
+    wait is the broker's, held by no worker thread, so the records' ``elapsed_ms`` are
+    short too."""
     pages = 8
     site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=2))
     site.delay = 0.005
@@ -296,7 +297,8 @@ def test_local_dashboard_stays_after_the_crawl_until_ctrl_c(
     records = [json.loads(line) for line in output.read_text().splitlines()]
     assert len(records) == pages
     assert statistics.median(r["fetch_ms"] for r in records) < 100
-    assert statistics.median(r["elapsed_ms"] for r in records) > 200  # the --max-rate wait
+    # The --max-rate wait (half a second a page) spent in the broker, not in a thread:
+    assert statistics.median(r["elapsed_ms"] for r in records) < 400
 
 
 def test_dashboard_says_the_store_is_unreachable(browser: webdriver.Chrome) -> None:

@@ -119,6 +119,13 @@ def test_lifetimes_come_from_crawler_variables_within_memcacheds_30_days(
     monkeypatch.setenv("CRAWLER_CLAIM_TTL", "1.5")
     monkeypatch.setenv("CRAWLER_CRAWL_GRACE", "60")
     assert lifetimes_from_environment() == Lifetimes(claim=2, grace=60)
+    assert lifetimes_from_environment().resend == 12
+    monkeypatch.setenv("CRAWLER_RESEND_DELAY", "0")
+    assert lifetimes_from_environment().resend == 0
+    monkeypatch.setenv("CRAWLER_RESEND_DELAY", "-1")
+    with pytest.raises(ValueError, match="CRAWLER_RESEND_DELAY must be a positive number or 0"):
+        lifetimes_from_environment()
+    monkeypatch.delenv("CRAWLER_RESEND_DELAY")
 
     monkeypatch.setenv("CRAWLER_CRAWL_GRACE", str(31 * 24 * 3600))
     with pytest.raises(ValueError, match="CRAWLER_CRAWL_GRACE must be at most 2592000 seconds"):

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import dramatiq
 import pytest
@@ -16,6 +16,7 @@ import pytest
 from crawler import example
 from crawler.brokers import make_broker
 from crawler.frontier.keep_alive import KeepAlive
+from crawler.records import Record
 from crawler.tracking import record_queue, seeder
 from tests.site_server import SiteServer, generate_site, html, page_path
 from tests.support import (
@@ -155,6 +156,16 @@ def test_wait_ends_on_the_crawls_last_record_without_reading_on(memcached: objec
     assert exit_code == 0 and reader.closed
 
 
+def numbered(n: int) -> Record:
+    """A record that is its number alone: the records queue carries it as any other
+    (only the seeder reads a record's fields)."""
+    return cast(Record, {"n": n})
+
+
+def number_of(record: Record) -> int:
+    return int(cast(dict[str, Any], record)["n"])
+
+
 def test_a_rabbitmq_reader_stopped_early_acknowledges_what_was_read_and_hands_back_the_rest(
     rabbitmq_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -166,9 +177,9 @@ def test_a_rabbitmq_reader_stopped_early_acknowledges_what_was_read_and_hands_ba
     batches = record_queue.Batches(broker)
     try:
         for n in range(3):
-            batches(crawl_id, {"n": n}, False)
+            batches(crawl_id, numbered(n), False)
         with closing(reader.read(timeout=5)) as arriving:
-            assert next(arriving) == {"n": 0}
+            assert next(arriving) == numbered(0)
         waiting_now = observer.channel.queue_declare(record_queue.name(crawl_id), passive=True)  # type: ignore[attr-defined]
         with closing(reader.read(timeout=0.5)) as arriving:
             rest = list(arriving)
@@ -179,7 +190,7 @@ def test_a_rabbitmq_reader_stopped_early_acknowledges_what_was_read_and_hands_ba
         observer.close()
 
     assert waiting_now.method.message_count == 2  # n=0 acknowledged; n=1, 2 back in the queue
-    assert rest == [{"n": 1}, {"n": 2}]
+    assert rest == [numbered(1), numbered(2)]
 
 
 def batches_on(
@@ -223,7 +234,7 @@ def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
     monkeypatch.setattr(record_queue, "_send", first_send_waits_for_the_others)
     reader = record_queue.Reader(broker, crawl_id)
     try:
-        first_alone_then_together(batches, lambda n: batches(crawl_id, {"n": n}), range(1, 8))
+        first_alone_then_together(batches, lambda n: batches(crawl_id, numbered(n)), range(1, 8))
         with closing(reader.read(timeout=2)) as arriving:
             records = list(islice(arriving, 8))
     finally:
@@ -232,7 +243,7 @@ def test_records_that_end_together_travel_as_one_message_and_each_arrives_once(
         broker.close()
 
     assert len(sent_bodies) == 2  # the first record alone, then the seven that waited
-    assert sorted(record["n"] for record in records) == list(range(8))
+    assert sorted(number_of(record) for record in records) == list(range(8))
 
 
 class Interrupted(BaseException):
@@ -257,7 +268,7 @@ def test_a_batch_not_sent_raises_in_each_thread_whose_record_it_held_as_a_plain_
 
     def publish(n: int) -> None:
         try:
-            batches(crawl_id, {"n": n})
+            batches(crawl_id, numbered(n))
             raised.append(None)
         except BaseException as e:
             raised.append(e)
@@ -291,7 +302,7 @@ def test_a_record_whose_batch_was_lost_by_an_interrupted_sender_is_not_sent_and_
     batches._waiting = Forgetful()
 
     with pytest.raises(record_queue.RecordNotSent):
-        batches(crawl_id, {"n": 0})
+        batches(crawl_id, numbered(0))
     broker.close()
 
     assert sent == []
@@ -306,7 +317,7 @@ def test_records_a_redis_reader_took_without_receiving_them_are_read_at_its_next
     reader = record_queue.Reader(broker, crawl_id)
     try:
         for n in range(3):
-            batches(crawl_id, {"n": n}, False)
+            batches(crawl_id, numbered(n), False)
         take = broker.client.register_script(record_queue._TAKE)  # type: ignore[attr-defined]
         taken = record_queue._taken_key(crawl_id)
         assert len(take(keys=[record_queue.name(crawl_id), taken], args=[2, 60_000])) == 2
@@ -318,5 +329,5 @@ def test_records_a_redis_reader_took_without_receiving_them_are_read_at_its_next
         batches.close()
         broker.close()
 
-    assert records == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert records == [numbered(0), numbered(1), numbered(2)]
     assert left == 0

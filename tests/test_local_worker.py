@@ -1,7 +1,7 @@
-"""``--local``'s worker (:class:`crawler.brokers.local_worker.LocalWorker`): Dramatiq's
+"""``--local``'s worker (:class:`crawler.embedded.worker.LocalWorker`): Dramatiq's
 semantics (retries through the delay queue, dead letters, middleware hooks) with each
 message processed on the thread that took it, and its threads taking turns while the
-process is CPU-bound (:class:`crawler.brokers.local_worker.Concurrency`)."""
+process is CPU-bound (:class:`crawler.embedded.worker.Concurrency`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import dramatiq
 import pytest
 
 from crawler.brokers.local import PriorityStubBroker
-from crawler.brokers.local_worker import Concurrency, LocalWorker
+from crawler.embedded.worker import Concurrency, LocalWorker
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES
 from tests.workers import PROJECT_ROOT, environment

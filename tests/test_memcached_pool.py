@@ -8,18 +8,15 @@ from typing import Any
 
 import pytest
 from dramatiq.middleware.time_limit import TimeLimitExceeded
-from dramatiq.rate_limits import BucketRateLimiter, WindowRateLimiter
 from pymemcache.client import base
 
 from crawler.stores.memcached import (
-    MemcachedBackend,
     MemcachedClient,
     MemcachedError,
     NotFound,
     Servers,
     ThreadMappedPool,
     client_of,
-    servers_of,
 )
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES, MemcachedProcess, wait_for_crawl
@@ -176,26 +173,6 @@ def assert_answers_as_pylibmc(client: MemcachedClient) -> None:
     value, token = client.gets("missing")
     assert (value, token) == (None, None)
     assert client.cas("missing", b"x", b"1", time=60) is False
-
-
-def test_dramatiqs_bucket_rate_limiter_counts_on_the_pool(own_memcached: MemcachedProcess) -> None:
-    pool = ThreadMappedPool(servers_of([own_memcached.servers]))
-    backend = MemcachedBackend(pool)
-    limiter = BucketRateLimiter(backend, "host", limit=3, bucket=60_000)
-    entered = []
-    for _ in range(5):
-        with limiter.acquire(raise_on_failure=False) as acquired:
-            entered.append(acquired)
-    assert entered == [True, True, True, False, False]
-    window = WindowRateLimiter(backend, "window", limit=2, window=60)  # type: ignore[no-untyped-call]
-    with (
-        window.acquire(raise_on_failure=False) as first,
-        window.acquire(raise_on_failure=False) as second,
-        window.acquire(raise_on_failure=False) as third,
-    ):
-        assert (first, second, third) == (True, True, False)
-    with pool.reserve() as client:
-        client.disconnect_all()
 
 
 def test_a_server_that_hangs_stays_in_the_ring_and_keeps_its_keys() -> None:

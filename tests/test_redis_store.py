@@ -108,7 +108,7 @@ def test_a_crawl_on_a_redis_cluster_store_spreads_its_claims_and_fetches_each_pa
     site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=5))
     workers = WorkerProcesses(env, processes=2, threads=THREADS)
     try:
-        # --max-rate and --max-pages put the rate limiter and the budget on the cluster too.
+        # --max-rate and --max-pages put the hosts' turns and the budget on the cluster too.
         args = ("--max-rate", "400", "--max-pages", str(pages + 10))
         waiting = wait_for_crawl(env, site.url(page_path(0)), *args)
         stdout, stderr = waiting.communicate(timeout=120)

@@ -170,7 +170,7 @@ def test_this_worker_reads_format_3_and_refuses_a_bad_label_or_data_in_one_line(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(example.handlers._loaded, HANDLER, router)
+    monkeypatch.setitem(example.page_handlers._loaded, HANDLER, router)
     processed = Processed()
     stub_broker.add_middleware(processed)
     for n in range(6):

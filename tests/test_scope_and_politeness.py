@@ -425,7 +425,7 @@ def test_a_queue_declared_before_without_priorities_is_used_as_it_is_with_a_warn
 
 def test_sitemap_formats_are_read_and_a_gzip_bomb_is_refused() -> None:
     from crawler.errors import PermanentError
-    from crawler.links.sitemaps import sitemap_links
+    from crawler.links.sitemap_links import sitemap_links
 
     atom = (
         b'<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'

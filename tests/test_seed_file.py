@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crawler.cli.seed_file import SeedFile, SeedFileError
-from crawler.options import canonical_http_url
+from crawler.option_rules import canonical_http_url
+from crawler.seed_file import SeedFile, SeedFileError
 
 
 def url(text: str) -> str:

@@ -36,6 +36,9 @@ class Defending:
         self.recent: collections.deque[float] = collections.deque()
         self.served: collections.Counter[str] = collections.Counter()
         self.refused = 0
+        self.started = time.monotonic()
+        #: When each request came (seconds from the start), and whether it was refused.
+        self.answers: list[tuple[float, bool]] = []
 
     def __call__(self, handler: BaseHTTPRequestHandler, nth: int) -> None:
         now = time.monotonic()
@@ -44,6 +47,7 @@ class Defending:
                 self.recent.popleft()
             busy = self.in_flight >= IN_FLIGHT or len(self.recent) >= PER_SECOND
             self.refused += busy
+            self.answers.append((now - self.started, busy))
             if not busy:
                 self.in_flight += 1
                 self.recent.append(now)
@@ -70,6 +74,47 @@ def defending(site: SiteServer) -> Iterator[Defending]:
 
 def every_page_once(defending: Defending) -> bool:
     return all(defending.served[page_path(i)] == 1 for i in range(PAGES))
+
+
+def refused_share_after(defending: Defending, seconds: float) -> float:
+    """The share of the requests answered 429, of those after the crawl's first
+    ``seconds`` (from the first request)."""
+    first = defending.answers[0][0]
+    later = [busy for at, busy in defending.answers if at - first >= seconds]
+    return sum(later) / max(1, len(later))
+
+
+@pytest.mark.serial  # the share refused follows the pace the crawl keeps: no other test's load
+@pytest.mark.parametrize("where", ["workers", "local"])
+def test_auto_throttle_keeps_to_a_defending_server_s_pace(
+    where: str, site: SiteServer, defending: Defending, tmp_path: Path,
+    rabbitmq_env: dict[str, str],
+) -> None:  # fmt: skip
+    """``--auto-throttle`` finds the server's pace: every page once, and after the
+    first seconds at most 5% of the requests refused (without it, over a third are)."""
+    output = tmp_path / "pages.jsonl"
+    seed_url = site.url(page_path(0))
+    if where == "workers":
+        env = environment(**rabbitmq_env, **FAST_FAILURES)
+        crawl, stdout, stderr, _ = waited_crawl(
+            env, seed_url, "--auto-throttle", "--output", str(output), processes=2, threads=8,
+            timeout=240,
+        )  # fmt: skip
+    else:
+        with services_trapped() as (env, _):
+            crawl = crawl_locally(
+                {**env, "CRAWLER_LOCAL_BUSY": "inf"}, seed_url, "--auto-throttle", "--threads",
+                "16", "--output", str(output),
+            )  # fmt: skip
+            stdout, stderr = crawl.communicate(timeout=240)
+
+    assert crawl.returncode == 0, stdout + stderr
+    assert every_page_once(defending), defending.served
+    refused = refused_share_after(defending, 3.0)
+    print(f"{where}: {len(defending.answers)} requests, {defending.refused} refused,"
+          f" {refused:.1%} of those after 3 s")  # fmt: skip
+    assert refused <= 0.05
+    assert f": {PAGES} pages fetched" in stdout
 
 
 def test_workers_fetch_every_page_of_a_server_that_answers_429(
@@ -167,3 +212,59 @@ def test_a_503_with_retry_after_is_the_servers_pace_and_without_it_a_failure(
     assert site.fetch_counts()["/paced.html"] == 2 and site.fetch_counts()["/failing.html"] == 2
     retried = [line for line in stderr.splitlines() if "It will be retried" in line]
     assert len(retried) == 1 and "/failing.html" in retried[0], stderr
+
+
+class Loaded:
+    """Serves ``pages``, each answer taking longer the more requests are in flight
+    (``base`` seconds, doubled for each one more): a server that slows under load.
+    Counts the most in flight at once and how long the answers took."""
+
+    def __init__(self, pages: dict[str, Page], base: float = 0.005) -> None:
+        self.pages, self.base = pages, base
+        self.lock = threading.Lock()
+        self.in_flight = self.peak = 0
+        self.took: list[float] = []
+        self.served: collections.Counter[str] = collections.Counter()
+
+    def __call__(self, handler: BaseHTTPRequestHandler, nth: int) -> None:
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            answer_time = self.base * 2 ** (self.in_flight - 1)
+        try:
+            time.sleep(answer_time)
+            send(handler, self.pages[handler.path])
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.took.append(answer_time)
+                self.served[handler.path] += 1
+
+
+@pytest.mark.parametrize("where", ["workers", "local"])
+def test_auto_throttle_holds_a_server_that_slows_under_load_to_its_pace(
+    where: str, site: SiteServer, tmp_path: Path, rabbitmq_env: dict[str, str]
+) -> None:
+    """16 threads, one host whose answers take twice as long for each request more in
+    flight: ``--auto-throttle`` (with its 2 requests in flight a host) keeps it
+    answering at about its unloaded speed, every page once."""
+    pages = generate_site(site.base_url, pages=100, links_per_page=5)
+    pages["/robots.txt"] = Page(b"User-agent: *\nAllow: /\n", content_type="text/plain")
+    server = Loaded(pages)
+    site.behaviors.update(dict.fromkeys(pages, server))
+    seed_url = site.url(page_path(0))
+    if where == "workers":
+        env = environment(**rabbitmq_env, **FAST_FAILURES)
+        crawl, stdout, stderr, _ = waited_crawl(
+            env, seed_url, "--auto-throttle", processes=2, threads=8, timeout=240
+        )
+    else:
+        with services_trapped() as (env, _):
+            crawl = crawl_locally(env, seed_url, "--auto-throttle", "--threads", "16")
+            stdout, stderr = crawl.communicate(timeout=240)
+
+    assert crawl.returncode == 0, stdout + stderr
+    assert all(server.served[page_path(i)] == 1 for i in range(100)), server.served
+    print(f"{where}: peak {server.peak} in flight, median answer {sorted(server.took)[50]:.3f}s")
+    assert server.peak <= 2  # the polite default, held across the workers
+    assert sorted(server.took)[len(server.took) // 2] <= 2 * server.base  # mostly unloaded

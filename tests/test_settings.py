@@ -3,7 +3,6 @@ checked as its flag is; the command line wins over ``-s``, ``-s`` over the file.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 import subprocess
@@ -12,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from crawler.cli.parser import Parser, add_seeding
 from crawler.cli.settings import add_settings, parse_args
-from crawler.command_line import Parser, add_seeding
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.workers import environment, seed
 
 
-def crawl_parser() -> argparse.ArgumentParser:
+def crawl_parser() -> Parser:
     parser = Parser(prog="crawler crawl")
     add_seeding(parser, upstream=False)
     add_settings(parser)

@@ -14,9 +14,9 @@ from typing import Any
 
 import dramatiq
 
-from crawler import local_mode
-from crawler.brokers.shards import ShardBroker, Shards
-from crawler.local_processes import _follow, _Relay
+from crawler.embedded import one_process
+from crawler.embedded.processes import _follow, _Relay
+from crawler.embedded.shards import ShardBroker, Shards
 from crawler.tracking.progress import Progress
 
 
@@ -129,7 +129,7 @@ def test_a_shard_killed_half_way_through_sending_is_seen_dead() -> None:
 
     def follow_the_crawl() -> None:
         keep, progress = (lambda record, message: None), Progress(stream=None)
-        full = local_mode.NoRoom(None)
+        full = one_process.NoRoom(None)
         outcome.append(_follow(shards, [child], None, relay, keep, progress, full, None))
 
     follow = threading.Thread(target=follow_the_crawl, daemon=True)

@@ -24,6 +24,7 @@ from crawler.archiving.warc import WarcFiles
 from crawler.errors import InvalidMessage
 from crawler.frontier import claims, counters
 from crawler.options import RULES, CrawlOptions
+from crawler.records import Record
 from crawler.stores.memory import MemoryPool
 from crawler.tracking.bookkeeping import settle
 from tests.site_server import SiteServer, html
@@ -250,7 +251,7 @@ def test_a_refused_message_is_recorded_as_failed_and_counted_but_claims_nothing(
     with pool.reserve() as client:
         claims.claim(client, url, "another-message", "c1", example.lifetimes)
         claim = client.get(claims.url_hash(url, "c1"))
-    record = {"url": url, "outcome": "failed", "invalid_message": True}
+    record: Record = {"url": url, "outcome": "failed", "invalid_message": True}
 
     settle(pool, example.lifetimes, lambda *sent: published.append(sent))(record, message)
 

@@ -43,7 +43,9 @@ def test_crawler_crawl_says_what_was_meant(
 def test_no_hint_where_nothing_is_close(capsys: pytest.CaptureFixture[str]) -> None:
     said = error_of(command.parser().parse_args, ["crawl", "mailto:a@b.c", "--zzzz"], capsys)
     assert "did you mean" not in said
-    said = error_of(cli.parser().parse_args, ["http://127.0.0.1/", "--max-dept", "2"], capsys)
+    said = error_of(
+        cli.seeder_parser().parse_args, ["http://127.0.0.1/", "--max-dept", "2"], capsys
+    )
     assert said.endswith("(did you mean --max-depth?)")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.site_server import SiteServer, generate_site, html, page_path, send
-from tests.support import FAST_FAILURES, wait_for_crawl
+from tests.support import FAST_FAILURES, crawl_id_of, wait_for_crawl
 from tests.workers import WorkerProcesses, dead_letters, environment, queued_messages, seed
 
 PAGES = 150
@@ -23,7 +24,12 @@ LINKS = 5
 def test_kill_9_mid_crawl_then_a_fresh_worker_fetches_every_page(
     broker_env: str, site: SiteServer, request: pytest.FixtureRequest, dedup_env: dict[str, str]
 ) -> None:
-    env = environment(**request.getfixturevalue(broker_env), **dedup_env, **FAST_FAILURES)
+    # Links a redone page claimed before the kill are sent again at once
+    # (CRAWLER_RESEND_DELAY=0), not after the time limit: the crawl, and its queue, end sooner.
+    env = environment(
+        **request.getfixturevalue(broker_env), **dedup_env, **FAST_FAILURES,
+        CRAWLER_RESEND_DELAY="0",
+    )  # fmt: skip
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=LINKS))
     site.delay = 0.02
     every_page = [page_path(i) for i in range(PAGES)]
@@ -163,3 +169,54 @@ def worker_processes(pid: int) -> list[int]:
     """The worker processes of Dramatiq's main process ``pid``."""
     children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     return [int(child) for child in children]
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_killed_twice_with_short_claims_the_figures_are_exact_and_only_pages_in_hand_come_twice(
+    broker_env: str,
+    site: SiteServer,
+    request: pytest.FixtureRequest,
+    dedup_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    pages, threads = 400, 4
+    # Claims of 2 s: a page's claim expires under it while the crawl goes on, and the
+    # journal answers for it (the copies a killed parent's redone page sends again).
+    env = environment(
+        **request.getfixturevalue(broker_env), **dedup_env, **FAST_FAILURES,
+        CRAWLER_CLAIM_TTL="2",
+    )  # fmt: skip
+    site.pages.update(generate_site(site.base_url, pages=pages, links_per_page=LINKS))
+    site.delay = 0.01
+    every_page = [page_path(i) for i in range(pages)]
+    output = tmp_path / "records.jsonl"
+    seeder = wait_for_crawl(env, site.url(page_path(0)), "-o", str(output))
+    in_hand = 0
+    try:
+        for done in (60, 180):  # kill -9 the whole group twice, a new group each time
+            doomed = WorkerProcesses(env, processes=PROCESSES, threads=threads)
+            doomed.wait_until(lambda: len(site.fetch_counts()) >= done, timeout=90)  # noqa: B023
+            doomed.kill()
+            in_hand += PROCESSES * threads
+
+        assert not site.fetched(every_page)
+        fresh = WorkerProcesses(env, processes=PROCESSES, threads=threads)
+        try:
+            stdout, stderr = seeder.communicate(timeout=120)
+            status = seed(env, "--status", crawl_id_of(stdout))
+        finally:
+            assert fresh.stop() == 0
+    finally:
+        seeder.kill()
+
+    assert seeder.returncode == 0, stderr
+    counts = site.fetch_counts()
+    assert sorted(counts) == sorted(every_page)
+    urls = [json.loads(line)["url"] for line in output.read_text().splitlines()]
+    assert sorted(urls) == sorted(map(site.url, every_page))  # each page's record once
+    figures = f"{pages} pages fetched"
+    assert figures in stdout and figures in status.stdout, (stdout, status.stdout)
+    assert f"{pages} discovered, 0 outstanding" in status.stdout, status.stdout
+    twice = sorted(path for path, n in counts.items() if n > 1)
+    assert len(twice) <= in_hand, twice
+    assert all(n <= 2 for n in counts.values())

@@ -36,6 +36,10 @@ class PriorityStubBroker(StubBroker):
     def __init__(self, saved: SavedState | None = None) -> None:
         super().__init__()
         self.saved = saved
+        #: What its messages are crawled with (:func:`serve`'s ``parts``: the crawl's own
+        #: stores, handlers, browser and pipeline, read by the actors' bodies through
+        #: :func:`crawler.middleware.parts_for`); None: the process's.
+        self.crawl_parts: Any = None
         #: Messages enqueued and not yet acknowledged (or dead-lettered), on any of its
         #: queues: a delayed one due is put on its queue before it leaves the delay
         #: queue, and a retry is enqueued before its attempt ends, so never 0 between.
@@ -177,17 +181,21 @@ class _Priorities(queue.PriorityQueue):  # type: ignore[type-arg]
 
 def serve(
     actor: dramatiq.Actor[Any, Any],
+    parts: Any,
     saved: SavedState | None = None,
     broker: PriorityStubBroker | None = None,
 ) -> PriorityStubBroker:
     """A :class:`PriorityStubBroker` with actors of its own: for ``actor`` (``crawl``) and
     each actor declared with it on its queue (its sitemaps' actor), one of the same
-    function, name, queue and options (``broker.get_actor(actor.actor_name)``); its
-    messages kept in ``saved`` too, when given.  ``actor`` and its broker are left as
-    they are: the actors' bodies send to the broker of the message they process
-    (:class:`~crawler.middleware.CurrentBroker`, :func:`~crawler.middleware.actor_for`).
+    function, name, queue and options (``broker.get_actor(actor.actor_name)``), whose
+    messages are crawled with ``parts`` (a :class:`~crawler.worker_parts.WorkerParts`:
+    the crawl's own); its messages kept in ``saved`` too, when given.  ``actor`` and its
+    broker are left as they are: the actors' bodies send to the broker of the message
+    they process, and crawl with its parts (:class:`~crawler.middleware.CurrentBroker`,
+    :func:`~crawler.middleware.actor_for`, :func:`~crawler.middleware.parts_for`).
     ``broker``, when given, is the one to serve on (a shard's, with ``--processes``)."""
     broker = PriorityStubBroker(saved) if broker is None else broker
+    broker.crawl_parts = parts
     install(broker, CurrentMessage(), CurrentBroker())
     for each in actors_of_queue(actor):
         dramatiq.Actor(

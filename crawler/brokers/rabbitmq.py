@@ -15,7 +15,7 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.common import dq_name
 from dramatiq.errors import ConnectionClosed
 
-from crawler.brokers.records import BATCH, READER_GONE_MS, gather, name, records_of
+from crawler.brokers.record_transport import BATCH, READER_GONE_MS, gather, name, records_of
 from crawler.brokers.returning import PUBLISH_ATTEMPTS, ReturningConsumer, middleware
 from crawler.middleware import SendBack
 

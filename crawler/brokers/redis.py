@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from crawler.brokers.records import BATCH, READER_GONE_MS, gather, name, records_of
+from crawler.brokers.record_transport import BATCH, READER_GONE_MS, gather, name, records_of
 from crawler.brokers.returning import ReturningConsumer, middleware
 from crawler.middleware import SendBack
 

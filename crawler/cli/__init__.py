@@ -1,22 +1,27 @@
 """The seeder's command line: ``python -m crawler.example URL [options]`` seeds a crawl
 for the workers (or crawls right here with ``--local``), and follows, cancels or
 replays crawls (``--wait``, ``--status``, ``--cancel``, ``--pause``, ``--resume``,
-``--dead-letters``, ``--replay``): a thin user of :func:`crawler.running.run`, which
+``--dead-letters``, ``--replay``): a thin user of :func:`crawler.embedded.entry.run`, which
 seeds or runs the crawl, as the Python API (:mod:`crawler.api`) does.  The crawl's flags are
-:mod:`crawler.command_line`'s."""
+:mod:`crawler.cli.parser`'s, made from the option table; the ``crawler`` command is
+:mod:`crawler.cli.command`."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from crawler import running
+import dramatiq
+
 from crawler.cli import settings
-from crawler.command_line import Parser, add_seeding, spec_of
+from crawler.cli.crawl_flags import spec_of
+from crawler.cli.parser import Parser, add_seeding
+from crawler.embedded import entry
 from crawler.tracking import seeder
 from crawler.worker_parts import WorkerParts
 
 
-def parser() -> argparse.ArgumentParser:
+def seeder_parser() -> Parser:
     """The seeder's arguments, upstream's defaults: ``python -m crawler.example``."""
     parser = Parser(
         prog="python -m crawler.example",
@@ -24,39 +29,42 @@ def parser() -> argparse.ArgumentParser:
     )
     add_seeding(parser, upstream=True)
     settings.add_settings(parser)
-    watching = parser.add_argument_group("following a crawl of workers")
+    watching = parser.group("following a crawl of workers")
     for action, text in ACTIONS.items():
         watching.add_argument(f"--{action}", metavar="CRAWL_ID", help=text)
     return parser
 
 
-def main(args: list[str], parts: WorkerParts) -> int:
-    """Run the command ``args`` ask for with the process's ``parts`` (its ``crawl``
-    actor, stores, lifetimes and handlers): the exit status."""
-    command = parser()
+def main(args: list[str], crawl: dramatiq.Actor[Any, Any], parts: WorkerParts) -> int:
+    """Run the command ``args`` ask for with the process's ``crawl`` actor and ``parts``
+    (stores, lifetimes, handlers): the exit status."""
+    command = seeder_parser()
     arguments = settings.parse_args(command, args)
     for action in ACTIONS:
         crawl_id = getattr(arguments, action.replace("-", "_"))
         if crawl_id:
-            return about_crawl(action, crawl_id, parts)
-    return seed(command, arguments, parts)
+            return about_crawl(action, crawl_id, crawl, parts)
+    return seed(command, arguments, crawl, parts)
 
 
 def seed(
-    command: argparse.ArgumentParser, arguments: argparse.Namespace, parts: WorkerParts
+    command: argparse.ArgumentParser,
+    arguments: argparse.Namespace,
+    crawl: dramatiq.Actor[Any, Any],
+    parts: WorkerParts,
 ) -> int:
-    """Seed the crawl ``arguments`` describe (:func:`crawler.command_line.spec_of`), or
-    run it here (:func:`crawler.running.run`); what the crawler refuses is
+    """Seed the crawl ``arguments`` describe (:func:`crawler.cli.crawl_flags.spec_of`), or
+    run it here (:func:`crawler.embedded.entry.run`); what the crawler refuses is
     ``command``'s usage error."""
     try:
-        return running.run(spec_of(arguments), parts)
-    except running.CrawlError as e:
+        return entry.run(spec_of(arguments), crawl, parts)
+    except entry.CrawlError as e:
         command.error(str(e))
 
 
 #: What can be done to a crawl of workers, given its id, and what each does: the one
 #: definition of ``--status ID`` and the like here, and of ``crawler status ID`` and the
-#: like in :mod:`crawler.command`.
+#: like in :mod:`crawler.cli.command`.
 ACTIONS = {
     "status": "print a crawl's figures",
     "cancel": "end a crawl: its queued and retrying URLs end as cancelled, unfetched",
@@ -67,20 +75,22 @@ ACTIONS = {
 }
 
 
-def about_crawl(action: str, crawl_id: str, parts: WorkerParts) -> int:
+def about_crawl(
+    action: str, crawl_id: str, crawl: dramatiq.Actor[Any, Any], parts: WorkerParts
+) -> int:
     """Do one of ``ACTIONS`` to the crawl ``crawl_id`` (``all``: every crawl's dead
     letters); a service that does not answer is one line and exit 1."""
-    crawl, stores, lifetimes = parts.crawl, parts.stores, parts.lifetimes
+    stores, lifetimes = parts.stores, parts.lifetimes
     if action == "status":
-        return running.reach_services(lambda: seeder.status(stores, crawl_id))
+        return entry.reach_services(lambda: seeder.status(stores, crawl_id))
     if action == "cancel":
-        return running.reach_services(lambda: seeder.cancel(stores, crawl_id, lifetimes))
+        return entry.reach_services(lambda: seeder.cancel(stores, crawl_id, lifetimes))
     if action in ("pause", "resume"):
         paused = action == "pause"
-        return running.reach_services(
+        return entry.reach_services(
             lambda: seeder.pause(stores, crawl_id, lifetimes, paused=paused)
         )
-    return running.reach_services(
+    return entry.reach_services(
         lambda: seeder.dead_letters(
             crawl.broker,
             crawl.queue_name,

@@ -3,13 +3,14 @@
 
 A key is a long option's name without its dashes (``max-pages = 3``, ``obey-robots =
 false``, ``header = ["A: 1", "B: 2"]`` for an option that may be given more than
-once); each value is checked by the very type the option's flag has, so a bad value is
-the same usage error.  The command line wins over ``-s``, ``-s`` over the file, the file
-over the defaults.  An unknown key, and a key that is not a crawl option (``help``,
-``config``...), is refused in one line naming it, with the closest option when there
-is one.  The file is read as :mod:`crawler.local_files` reads an input: a regular file
-(not a FIFO or a device), at most :data:`MAX_FILE` bytes, a UTF-8 byte-order mark
-skipped.
+once): the keys :func:`crawler.cli.parser.add_seeding` made from the option table, kept
+in :attr:`Parser.settings <crawler.cli.parser.Parser.settings>`.  Each value is checked
+by the very check the option's flag has, so a bad value is the same usage error.  The
+command line wins over ``-s``, ``-s`` over the file, the file over the defaults.  An
+unknown key, and a key that is not a crawl option (``help``, ``config``...), is refused
+in one line naming it, with the closest option when there is one.  The file is read
+as :mod:`crawler.local_files` reads an input: a regular file (not a FIFO or a device),
+at most :data:`MAX_FILE` bytes, a UTF-8 byte-order mark skipped.
 """
 
 from __future__ import annotations
@@ -20,24 +21,25 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from crawler.cli.crawl_flags import flag_type
+from crawler.cli.parser import Parser
 from crawler.local_files import InputError, open_input, read_whole
+from crawler.option_table import Option
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - CPython 3.10
     import tomli as tomllib
 
-#: Options a file cannot set: they are about the command, not the crawl.
-NOT_SETTINGS = frozenset({"help", "version", "config", "set"})
 #: The largest ``--config`` file read, in bytes: a crawl's options take a few hundred.
 MAX_FILE = 1024 * 1024
 #: How much of a long ``-s`` is quoted in a refusal.
 SHOWN_SET = 80
 
 
-def add_settings(parser: argparse.ArgumentParser) -> None:
+def add_settings(parser: Parser) -> None:
     """``--config FILE`` and ``-s NAME=VALUE``, for :func:`parse_args` to read."""
-    group = parser.add_argument_group("settings")
+    group = parser.group("settings")
     group.add_argument(
         "--config",
         metavar="FILE",
@@ -53,13 +55,13 @@ def add_settings(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse.Namespace:
+def parse_args(parser: Parser, args: Sequence[str]) -> argparse.Namespace:
     """``parser.parse_args(args)``, the options of ``--config`` and ``-s`` its defaults."""
     read_into(parser, args)
     return parser.parse_args(args)
 
 
-def read_into(parser: argparse.ArgumentParser, args: Sequence[str]) -> None:
+def read_into(parser: Parser, args: Sequence[str]) -> None:
     """Make the options ``--config`` and ``-s`` in ``args`` set ``parser``'s defaults."""
     early = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     early.add_argument("--config")
@@ -81,7 +83,7 @@ def read_into(parser: argparse.ArgumentParser, args: Sequence[str]) -> None:
     parser.set_defaults(**defaults(parser, settings, given=args))
 
 
-def read_file(parser: argparse.ArgumentParser, path: str) -> dict[str, Any]:
+def read_file(parser: Parser, path: str) -> dict[str, Any]:
     """The keys and values of a TOML file (a UTF-8 byte-order mark first skipped): a
     usage error when it cannot be read, is no regular file, is larger than
     :data:`MAX_FILE` or nests arrays or tables too deep."""
@@ -116,70 +118,55 @@ def _toml(text: str) -> dict[str, Any]:
 
 
 def defaults(
-    parser: argparse.ArgumentParser,
+    parser: Parser,
     settings: Mapping[str, tuple[str, Any]],
     *,
     given: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Each setting (name -> (where it was given, value)) as the value of its option's
-    ``dest``, checked by the option's type; a usage error on the first that is wrong.
+    ``dest``, checked by the option's check; a usage error on the first that is wrong.
     An option the command line ``given`` repeats itself is left to it alone."""
-    actions = _options(parser)
     values: dict[str, Any] = {}
     for name, (where, value) in settings.items():
-        action = actions.get(name)
-        if action is None or name in NOT_SETTINGS:
-            known = [option for option in actions if option not in NOT_SETTINGS]
-            close = difflib.get_close_matches(name, known, 1)
+        setting = parser.settings.get(name)
+        if setting is None:
+            close = difflib.get_close_matches(name, list(parser.settings), 1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             parser.error(f"{where}: {name!r} is not a crawl option{hint}")
-        if _on_command_line(action, given):
+        if _on_command_line(parser, setting.option, given):
             continue
         try:
-            converted = _converted(action, value)
-            if action.nargs == 0 and f"--{name}" != action.option_strings[0]:
+            converted = _converted(setting.option, value)
+            if setting.negated:
                 converted = not converted  # no-obey-robots = true: --no-obey-robots
-            values[action.dest] = converted
+            values[setting.option.name] = converted
         except (argparse.ArgumentTypeError, ValueError, TypeError) as e:
             parser.error(f"{where}: {name}: {e}")
     return values
 
 
-def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    """Each option the parser has, by its long name without dashes (``--no-`` forms too)."""
-    actions: dict[str, argparse.Action] = {}
-    for action in parser._actions:  # argparse has no public list of its actions
-        for option in action.option_strings:
-            if option.startswith("--"):
-                actions[option[2:]] = action
-    return actions
+def _on_command_line(parser: Parser, option: Option, given: Sequence[str]) -> bool:
+    """Whether ``given`` has one of ``option``'s flags (its ``--no-`` form too)."""
+    flags = [
+        *option.flags,
+        *(f"--{key}" for key, s in parser.settings.items() if s.option == option),
+    ]
+    return any(token == flag or token.startswith(flag + "=") for token in given for flag in flags)
 
 
-def _on_command_line(action: argparse.Action, given: Sequence[str]) -> bool:
-    return any(
-        token == option or token.startswith(option + "=")
-        for token in given
-        for option in action.option_strings
-    )
-
-
-def _converted(action: argparse.Action, value: Any) -> Any:
+def _converted(option: Option, value: Any) -> Any:
     """``value`` as the option's flag would have made it."""
-    if action.nargs == 0:  # a switch: store_true, or --x / --no-x
+    if option.switch:
         if not isinstance(value, bool):
             raise ValueError(f"{value!r} is not true or false")
         return value
-    many = isinstance(action, argparse._AppendAction)
+    many = option.kind == "list"
     if isinstance(value, list) != many:
         raise ValueError("a list of values" if many else f"{value!r} is one value, not a list")
     items = value if many else [value]
     converted = []
     for item in items:
-        if isinstance(item, (dict, list)) or (isinstance(item, bool) and action.type is not None):
+        if isinstance(item, (dict, list, bool)):
             raise ValueError(f"{item!r} is not a value this option takes")
-        text = str(item).lower() if isinstance(item, bool) else str(item)
-        result = action.type(text) if callable(action.type) else text
-        if action.choices is not None and result not in action.choices:
-            raise ValueError(f"{item!r} is not one of {', '.join(map(str, action.choices))}")
-        converted.append(result)
+        converted.append(flag_type(option.check)(str(item)))
     return converted if many else converted[0]

@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 
 from crawler.dashboard.reading import Reader
 from crawler.environment import dedup_store_name, dedup_url
+from crawler.errors import why
 from crawler.stores import STORE_ERRORS
 
 STATIC = Path(__file__).parent / "static"
@@ -63,8 +64,6 @@ class _StoreWatch:
 def store_unreachable(error: BaseException) -> str:
     """What the dashboard says of a dedup store that did not answer: where, why, and
     what to do."""
-    from crawler.running import why  # its words for an error, the command line's
-
     setting = "MEMCACHED_SERVERS (or DEDUP_URL for Redis)" if dedup_url() is None else "DEDUP_URL"
     return f"cannot reach {dedup_store_name()}: {why(error)}; start it or set {setting}"
 

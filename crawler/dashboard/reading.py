@@ -283,7 +283,7 @@ def _slots(
     names = {
         key: host["host"]
         for host in hosts[:200]
-        for key in politeness.slot_keys(crawl_id, f"http://{host['host']}/", int(places))
+        for key in politeness.slot_keys(crawl_id, host["host"], int(places))
     }
     taken: dict[str, int] = {}
     for key in client.get_multi(list(names)):

@@ -128,6 +128,8 @@ def claim(
     if counters.pause_key(crawl_id) in found:
         return PAUSED
     stored = found.get(key)
+    if stored == DONE + owner and not ending_counted(client, crawl_id, digest, owner):
+        return OWNED  # its message died between marking it done and counting it: ended anew
     if stored is None:
         # A seed, or a claim that expired or was evicted: the journal knows which, and
         # whether this message finished the URL already (then this is a copy of it).
@@ -179,7 +181,13 @@ def finish(
                 return UNKNOWN
             continue
         if stored == DONE + owner:
-            return REPEAT
+            # Marked done, then counted: a copy that finds the mark but no count in the
+            # journal ends in place of the one a kill cut short between the two.
+            if crawl_id is None or ending_counted(
+                client, crawl_id, url_digest(url, crawl_id), owner
+            ):
+                return REPEAT
+            return FIRST
         if stored not in (owner, GIVEN_UP + owner):
             client.set(key, DONE + owner, time=ttl(crawl_id, lifetimes))
             return UNKNOWN
@@ -209,6 +217,14 @@ def journal_done(
     owner = {done: owner_token(message_id)}
     values = journal.record(client, crawl_id, now, owner, lifetimes.grace, counted)
     return {key: values[key] for key in counted or {}}
+
+
+def ending_counted(client: StoreClient, crawl_id: str, digest: bytes, owner: bytes) -> bool:
+    """Whether the crawl's journal says that the message of ``owner`` finished the URL of
+    ``digest`` and its ending was counted (:func:`journal_done`, one round trip with the
+    count)."""
+    done = journal.done_digest(digest)
+    return journal.owners(client, crawl_id, [done]).get(done) == owner
 
 
 #: A URL's claim once its message was given up: kept for ``CRAWLER_CRAWL_GRACE``, as
@@ -332,15 +348,22 @@ def attempt_ended(client: StoreClient, message: dramatiq.Message[Any]) -> None:
 
 
 def defer(
-    broker: dramatiq.Broker, message: dramatiq.Message[Any], delay: int, **counts: int
+    broker: dramatiq.Broker,
+    message: dramatiq.Message[Any],
+    delay: int,
+    turn: float | None = None,
+    **counts: int,
 ) -> None:
     """Send the message again, same id (so it keeps its claim), ``delay`` ms from now,
-    with ``counts`` (``paced=N``) among its options.
+    with ``counts`` (``paced=N``) among its options, and the host's ``turn`` it took
+    (:func:`crawler.frontier.politeness.next_turn`), if deferred to it: a turn is
+    used once, so a message deferred for another reason takes a new one.
 
     Unlike a retry this is no failure: rate-limited messages wait, however often.
     """
     deferrals = message.options.get("deferrals", 0) + 1
-    broker.enqueue(message.copy(options={"deferrals": deferrals, **counts}), delay=delay)
+    options = {"deferrals": deferrals, "turn": turn, **counts}
+    broker.enqueue(message.copy(options=options), delay=delay)
 
 
 def put_back_paused(broker: dramatiq.Broker, message: dramatiq.Message[Any], longest: int) -> None:
@@ -367,14 +390,16 @@ def turn_or_defer(
     :class:`Turn` to hold while ``url`` is fetched, or None and why not.  A message
     deferred (its server asked the crawl to wait, over ``--max-rate``, or the host's places
     all taken) is sent again a while later, its claim kept (:func:`defer`)."""
-    host, skipped, delay = politeness.take_turn(
-        stores, session, url, options, limits=limits, via_public=via_public
-    )
-    if skipped == outcomes.DEFERRED:
-        defer(broker, message, delay=delay)
-    if host is None:
-        return None, skipped
-    return Turn(host, broker, message, limits.max_paced), None
+    reserved = message.options.get("turn")
+    answer = politeness.take_turn(
+        stores, session, url, options, limits=limits, via_public=via_public,
+        reserved=reserved if isinstance(reserved, (int, float)) else None,
+    )  # fmt: skip
+    if answer.skipped == outcomes.DEFERRED:
+        defer(broker, message, answer.delay, answer.reserved)
+    if answer.turn is None:
+        return None, answer.skipped
+    return Turn(answer.turn, broker, message, limits.max_paced), None
 
 
 class Turn(AbstractContextManager["Turn"]):
@@ -420,9 +445,10 @@ def take(
     limits: Limits,
     lifetimes: Lifetimes,
 ) -> tuple[str | None, bool]:
-    """Claim ``url`` for ``message`` (a sitemap's as one), within the crawl's page
-    budget: what became of it if it is not this message's to crawl (``cancelled``,
-    ``duplicate``, ``over-budget``), and whether this is the message's first delivery.
+    """Claim ``url`` for ``message`` (a sitemap's as one): what became of it if it is not
+    this message's to crawl (``cancelled``, ``paused``, ``duplicate``), and whether this
+    is the message's first delivery (a page's budgets are counted on it alone, by the
+    page pipeline's :class:`~crawler.pipeline.budget.BudgetStage`).
 
     A store that failed lately must answer on every node first (``client.ready()``),
     so that no page is fetched whose links and ending could not be recorded."""
@@ -438,15 +464,6 @@ def take(
     first_delivery = bound_deliveries(
         client, message, limits.max_deliveries, lifetimes, options.crawl_id
     )
-    spent = (
-        None
-        if sitemap
-        else politeness.over_budget(client, options, url, first_delivery, lifetimes.grace)
-    )
-    if spent:
-        # The user's own bound, counted in the summary: a line a URL only with -v.
-        logger.info("Skipping URL %r since %s page budget is spent.", url, spent)
-        return outcomes.OVER_BUDGET, first_delivery
     return None, first_delivery
 
 
@@ -498,8 +515,8 @@ class Links:
         urls: Iterable[str],
         kwargs: dict[str, Any],
         own: Mapping[str, Mapping[str, Any]] | None = None,
+        priority: int | None = None,
         *,
-        priority: int | None,
         sitemaps: bool = False,
     ) -> list[str]:
         """Send ``actor(url, **kwargs)`` for each URL nobody claimed yet (with the
@@ -564,11 +581,19 @@ def send_claimed(
     links = _look_up(client, keys, digests, crawl_id)
     children = _child_ids(parent_id, links, first_delivery)
     to_send = _claim_new(client, links, children, crawl_id, lifetimes)
+    again: set[str] = set()
     if not first_delivery:
-        to_send |= _claimed_before(client, links, children, crawl_id, lifetimes)
+        again = _claimed_before(client, links, children, crawl_id, lifetimes) - to_send
     messages = _messages(actor, names, keys, children, to_send, kwargs, priority, own or {})
     enqueue_all(actor.broker, messages)
-    return [message.message_id for message in messages]
+    # The links an interrupted try claimed may have been sent then too, and be in hand
+    # now: sent again after the longest a message can be in hand (the actor's time
+    # limit), their copies find them done rather than fetch them beside them.
+    resent = _messages(actor, names, keys, children, again, kwargs, priority, own or {})
+    delay = round(lifetimes.resend * 1000) or None
+    for message in resent:
+        actor.broker.enqueue(message, delay=delay)
+    return [message.message_id for message in (*messages, *resent)]
 
 
 @dataclass(frozen=True)
@@ -669,22 +694,27 @@ def _claimed_before(
 ) -> set[str]:
     """The keys of the links this very message claimed on an earlier, interrupted try:
     sent again, whether their claim still stands or only the journal remembers it."""
-    # The earlier try may have stopped before journaling them: journal those whose
-    # claim stands again (an entry twice is harmless: the first one counts).
-    again, unjournaled = set(), {}
+    # The earlier try may have stopped between claiming them and journaling them (with
+    # their count as discovered, in the same round trip): those whose claim stands and
+    # that the journal lacks are journaled and counted now.
+    again, standing = set(), {}
     for key in links.keys:
         mine = owner_token(children[key])
         if links.stored.get(key) == mine:
             again.add(key)
-            unjournaled[key] = mine
+            standing[key] = mine
         elif (
             key in links.missing
             and links.recorded.get(links.digests.get(links.keys[key], b"")) == mine
         ):
             again.add(key)
-    if crawl_id is not None and links.now is not None and unjournaled:
-        entries = {links.digests[links.keys[key]]: mine for key, mine in unjournaled.items()}
-        journal.record(client, crawl_id, links.now, entries, lifetimes.grace)
+    if crawl_id is not None and links.now is not None and standing:
+        entries = {links.digests[links.keys[key]]: mine for key, mine in standing.items()}
+        known = journal.owners(client, crawl_id, entries, links.now)
+        unjournaled = {
+            digest: mine for digest, mine in entries.items() if known.get(digest) != mine
+        }
+        journal_and_count(client, crawl_id, links.now, unjournaled, lifetimes.grace)
     return again
 
 

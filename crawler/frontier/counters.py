@@ -189,7 +189,7 @@ def amounts_of(crawl_id: str, outcome: str, also: Mapping[str, int] | None) -> d
 def add_all(client: StoreClient, amounts: Mapping[str, int], ttl: int) -> dict[str, int]:
     """Add to each counter of ``amounts`` in one round trip a server, creating those not
     there: their new values."""
-    answers, _ = client.incr_and_append(amounts, {})
+    answers, _ = client.incr_and_append(amounts, {}, ttl)
     return started(client, answers, amounts, ttl)
 
 

@@ -182,7 +182,9 @@ def record(
         return {}
     increments = {count_key(crawl_id): len(claimed), **(counted or {})}
     entries = appends(crawl_id, now.written, claimed)
-    answers, no_buckets = client.incr_and_append(increments, entries)
+    # The counters not there are made in the same round trip: what the entries say was
+    # counted was counted, whatever kill follows.
+    answers, no_buckets = client.incr_and_append(increments, entries, ttl)
     values = counters.started(client, answers, increments, ttl)
     for key in no_buckets:
         start_bucket(client, key, entries[key], ttl)

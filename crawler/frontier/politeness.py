@@ -1,23 +1,25 @@
 """What a crawl with options checks before it fetches: budget, robots.txt and rate.
 
 All state is shared by every worker through the dedup store (Memcached, or the
-in-memory store in ``--local``) and Dramatiq's rate-limiter backend.
+in-memory store in ``--local``): robots.txt rules, the hosts' turns and delays, their
+places in flight.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
 import random
+import socket
 import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import requests
-from dramatiq.rate_limits import BucketRateLimiter, RateLimiterBackend
 from protego import Protego
 
 from crawler import metrics, outcomes
@@ -50,11 +52,78 @@ ROBOTS_WAIT_MARGIN = 0.5
 
 #: What :func:`check` says of a URL.
 ALLOWED, DISALLOWED, RATE_LIMITED = "allowed", "disallowed", "rate-limited"
-#: Seconds a worker thread waits for a slot of a host's rate before deferring the message.
+#: Seconds a worker thread waits for a place of its host (``--max-per-host``) before
+#: deferring the message.
 RATE_WAIT = 1.0
+#: A host's turn (``--max-rate``, ``Crawl-delay``) that comes within this many seconds
+#: is waited for in the worker thread; a later one defers the message to it.
+TURN_WAIT = 0.25
+#: How early, in seconds, a message deferred to its turn comes back, to wait for it in
+#: the thread: the broker hands delayed messages back within about a tenth of a second
+#: of their time (:class:`~crawler.middleware.PromptDelays`), so the request goes at its
+#: turn rather than with those of the turns around it.
+TURN_EARLY = 0.15
+#: How late, in seconds, a message deferred to its turn may come back and still take
+#: it: later (a worker that was busy, or stopped), it asks for a turn anew.
+TURN_LATE = 2.0
+#: Tries at taking a host's next turn while other workers take turns of the same host.
+TURN_TRIES = 100
+#: ``--auto-throttle``: a host's delay (seconds between two of its requests) before its
+#: server answered once; the requests in flight a host is paced for on average (as
+#: Scrapy's ``AUTOTHROTTLE_TARGET_CONCURRENCY``); the longest delay; how much faster a
+#: host gets after each answer once its server asked the crawl to slow down (1%: from
+#: half its rate back to the rate that made it slow down in about 70 answers, so that
+#: a server that refuses above a rate is asked over it about once in 70); and how much
+#: a delay must change to be written again (less than that step).
+AUTO_START = 0.1
+AUTO_CONCURRENCY = 1.0
+AUTO_MAX = 60.0
+AUTO_FASTER = 0.01
+AUTO_CHANGE = 0.005
+#: Seconds a host's pace is kept after it last changed.
+PACE_TTL = 3600
+
+
+class Pace(NamedTuple):
+    """A host's ``--auto-throttle`` pace: its ``delay`` (seconds between two of its
+    requests), and whether its server ever asked the crawl to slow down (``careful``:
+    it then gets faster again by :data:`AUTO_FASTER` an answer; before, halfway to its
+    latency an answer, as Scrapy's AutoThrottle does)."""
+
+    delay: float = AUTO_START
+    careful: bool = False
+
+    @classmethod
+    def read(cls, stored: bytes | None) -> Pace:
+        """The pace the store holds (:meth:`written`), or a host's first."""
+        if not stored:
+            return cls()
+        text = stored.decode()
+        return cls(float(text.rstrip("!")), text.endswith("!"))
+
+    def written(self) -> bytes:
+        return f"{self.delay:.6g}{'!' if self.careful else ''}".encode()
+
+
+#: How far ahead, in seconds, a host's turns are taken: a page whose host has none free
+#: sooner waits in the broker half as long and asks again (a crawl of a host with many
+#: pages at a slow rate keeps no message deferred for hours).
+TURN_AHEAD = 300.0
 #: How long a deferred message waits before it tries again, in milliseconds: a
 #: spread, so that deferred messages do not all come back at the same instant.
 DEFER_MS = (200, 1000)
+
+
+class TurnAnswer(NamedTuple):
+    """What :func:`take_turn` says of a URL: the host's turn to hold while it is fetched,
+    or None and why not (``skipped``), and then in how many milliseconds the message is
+    to come back (``delay``), for the host's turn it ``reserved`` (epoch seconds), if
+    the host's rate deferred it."""
+
+    turn: HostTurn | None
+    skipped: str | None
+    delay: int = 0
+    reserved: float | None = None
 
 
 def take_turn(
@@ -65,44 +134,68 @@ def take_turn(
     *,
     limits: Limits,
     via_public: bool,
-) -> tuple[HostTurn | None, str | None, int]:
-    """The host's pace, robots.txt, its rate and its places (:func:`paused_for`,
-    :func:`check`, :func:`host_slot`): the host's turn to hold while ``url`` is fetched,
-    or None and why not: ``disallowed`` (by robots.txt, for good) or ``deferred`` (its
-    server asked the crawl to wait, over the rate, or every place taken: the message is
-    to come back later); and in how many milliseconds it is to come back."""
+    reserved: float | None = None,
+) -> TurnAnswer:
+    """The host's pace, robots.txt, its rate and its places (the wait
+    :func:`pause_host` keeps, :func:`check`, :func:`host_slot`): the host's turn to hold
+    while ``url`` is fetched, or None and why not: ``disallowed`` (by robots.txt, for
+    good) or ``deferred`` (its server asked the crawl to wait, its rate's next turn is
+    later, or every place taken: the message is to come back later).  ``reserved``: the
+    turn the message took when it was deferred to it."""
     with stores.memcache_pool.reserve() as client:
         # The host's pace and its robots.txt rules in one round trip.
-        pace = pace_key(options.crawl_id, url)
+        paced_as = pace_of(url, options)  # once a page: its turns, delay, places, waits
+        pace = pace_key(options.crawl_id, paced_as)
         robots = [robots_key(url, robots_owner(options))] if options.obey_robots else []
-        stored = client.get_multi([pace, *robots])
+        paced_by = [delay_key(options.crawl_id, paced_as)] if options.auto_throttle else []
+        stored = client.get_multi([pace, *robots, *paced_by])
+        adaptive = Pace.read(stored.get(paced_by[0])) if paced_by else None
         left = _left(stored.get(pace))
         if left:
             metrics.rate_limited("paced")
-            return None, outcomes.DEFERRED, left + defer_delay()
+            return TurnAnswer(None, outcomes.DEFERRED, left + defer_delay())
         try:
-            verdict = check(
-                client, stores.rate_limits, session, url, options, limits=limits,
-                via_public=via_public, stored=stored,
+            verdict, due = check(
+                client, session, url, options, limits=limits, via_public=via_public,
+                stored=stored, paced_as=paced_as, reserved=reserved, adaptive=adaptive,
             )  # fmt: skip
         except ServerBusy as e:  # robots.txt's answer: the host's pace holds for its pages
             pause_host(client, options, url, e.delay)
-            return None, outcomes.DEFERRED, e.delay + defer_delay()
+            return TurnAnswer(None, outcomes.DEFERRED, e.delay + defer_delay())
     if verdict == DISALLOWED:
         logger.warning("Skipping URL %r since robots.txt disallows it.", url)
-        return None, outcomes.DISALLOWED, 0
-    slot = None if verdict == RATE_LIMITED else host_slot(stores.memcache_pool, url, options)
-    return slot, (outcomes.DEFERRED if slot is None else None), defer_delay()
+        return TurnAnswer(None, outcomes.DISALLOWED)
+    if verdict == RATE_LIMITED:  # to its turn, or to ask again when one is within reach
+        delay = (due - time.time() - TURN_EARLY) if due is not None else TURN_AHEAD / 2
+        return TurnAnswer(None, outcomes.DEFERRED, math.ceil(delay * 1000), due)
+    slot = host_slot(stores.memcache_pool, url, options, paced_as, adaptive)
+    return TurnAnswer(slot, None if slot is not None else outcomes.DEFERRED, defer_delay())
 
 
-def pace_key(crawl_id: str | None, url: str) -> str:
-    """Where a crawl keeps until when ``url``'s host asked it to wait."""
-    return counters.crawl_key(crawl_id or "-", f"paced:{_host_digest(url)}")
+def pace_of(url: str, options: CrawlOptions) -> str:
+    """What ``url``'s pace is kept under (its turns, delay, places and its server's
+    waits): its ``host:port``; with ``--per-ip``, the IP address its host resolves to
+    (the first one), so that hosts on one server share one pace (BUbiNG's per-IP
+    politeness, Scrapy's ``CONCURRENT_REQUESTS_PER_IP``); a host that does not resolve
+    keeps its own (its fetch says why)."""
+    parts = urlsplit(url)
+    if not options.per_ip:
+        return parts.netloc
+    return address_of(parts.hostname or "")
 
 
-def paused_for(client: StoreClient, options: CrawlOptions, url: str) -> int:
-    """Milliseconds left of the wait ``url``'s server asked this crawl for, or 0."""
-    return _left(client.get(pace_key(options.crawl_id, url)))
+@functools.lru_cache(maxsize=4096)
+def address_of(host: str) -> str:
+    """``host``'s first IP address (looked up once a process), or ``host``."""
+    try:
+        return str(socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0])
+    except (OSError, UnicodeError, IndexError):
+        return host
+
+
+def pace_key(crawl_id: str | None, name: str) -> str:
+    """Where a crawl keeps until when the host(s) of pace ``name`` asked it to wait."""
+    return counters.crawl_key(crawl_id or "-", f"paced:{_digest(name)}")
 
 
 def _left(until: bytes | None) -> int:
@@ -116,15 +209,14 @@ def pause_host(client: StoreClient, options: CrawlOptions, url: str, delay: int)
     """``url``'s server answered :class:`ServerBusy`: its host waits ``delay`` ms for the
     whole crawl (every worker's messages for it are deferred until then)."""
     until = time.time() + delay / 1000
-    if until > time.time() + paused_for(client, options, url) / 1000:  # the longer wait holds
-        key = pace_key(options.crawl_id, url)
+    key = pace_key(options.crawl_id, pace_of(url, options))
+    if until > time.time() + _left(client.get(key)) / 1000:  # the longer wait holds
         client.set(key, f"{until:.3f}".encode(), time=math.ceil(delay / 1000) + 1)
         logger.warning("Host of %r asked the crawl to wait; waiting %.1fs.", url, delay / 1000)
 
 
 def check(
     client: StoreClient,
-    backend: RateLimiterBackend,
     session: requests.Session,
     url: str,
     options: CrawlOptions,
@@ -132,18 +224,25 @@ def check(
     limits: Limits,
     via_public: bool,
     stored: Mapping[str, bytes] | None = None,
-) -> str:
-    """Whether ``url`` may be fetched now: robots.txt first, then the host's rate.
+    paced_as: str,
+    reserved: float | None = None,
+    adaptive: Pace | None = None,
+) -> tuple[str, float | None]:
+    """Whether ``url`` may be fetched now: robots.txt first, then the host's turn
+    (:func:`next_turn`); and when the turn is later, the turn (epoch seconds).
 
     Parameters:
-      client(MemcachedClient): The dedup store, where robots.txt rules are shared.
-      backend(RateLimiterBackend): Where the hosts' rates are counted.
+      client(MemcachedClient): The dedup store, where robots.txt rules and the hosts'
+        turns are shared.
       session(requests.Session): The worker thread's session, to fetch robots.txt with.
       url(str): The URL about to be fetched.
       options(CrawlOptions): The crawl's options: robots.txt, rate, User-Agent.
       limits(Limits): The deadline and caps of every fetch, robots.txt's included.
       via_public(bool): The page that linked to ``url`` was public (for the network guard).
       stored(Mapping): What the store held of the host's robots.txt, read already.
+      paced_as(str): What the host's turns are kept under (:func:`pace_of`).
+      reserved(float): The turn the message took when it was deferred to it, if any.
+      adaptive(Pace): The host's ``--auto-throttle`` pace (None: off).
     """
     crawl_delay = None
     if options.obey_robots:
@@ -152,30 +251,93 @@ def check(
             owner=robots_owner(options), stored=stored,
         )  # fmt: skip
         if not robots.can_fetch(url, options.user_agent):
-            return DISALLOWED
+            return DISALLOWED, None
         crawl_delay = robots.crawl_delay(options.user_agent)
-    limiter = rate_limiter(backend, url, options, crawl_delay)
-    if limiter is not None and not _wait_for_slot(limiter):
+    interval = turn_interval(options, crawl_delay, None if adaptive is None else adaptive.delay)
+    if interval is None:
+        return ALLOWED, None
+    now = time.time()
+    if reserved is None or not now - TURN_LATE <= reserved <= now + TURN_AHEAD:
+        reserved = next_turn(client, turn_key(options.crawl_id, paced_as), interval, now)
+        if reserved is None:  # none free within TURN_AHEAD
+            metrics.rate_limited("deferred")
+            return RATE_LIMITED, None
+    wait = reserved - now
+    if wait > TURN_WAIT:
         metrics.rate_limited("deferred")
-        return RATE_LIMITED
-    return ALLOWED
-
-
-def _wait_for_slot(limiter: BucketRateLimiter) -> bool:
-    """Take a slot of the host's rate, waiting for the next buckets up to ``RATE_WAIT``.
-
-    Waiting here briefly beats deferring at once: Dramatiq hands delayed messages
-    back in batches, about a second apart, which would all meet in one bucket.
-    """
-    deadline = time.monotonic() + RATE_WAIT
-    while True:
-        with limiter.acquire(raise_on_failure=False) as acquired:
-            if acquired:
-                return True
-        if time.monotonic() >= deadline:
-            return False
+        return RATE_LIMITED, reserved
+    if wait > 0:
         metrics.rate_limited("waited")
-        time.sleep(limiter.bucket / 1000 * random.uniform(0.5, 1.5))
+        time.sleep(wait)
+    return ALLOWED, None
+
+
+def turn_interval(
+    options: CrawlOptions, crawl_delay: float | None, adaptive: float | None = None
+) -> float | None:
+    """Seconds between two requests to a host: of ``--max-rate``, of its robots.txt's
+    ``Crawl-delay`` or of ``--auto-throttle`` (``adaptive``), whichever is slowest (the
+    first two are the third's floor); None for none."""
+    rates = [rate for rate in (options.max_rate, 1 / crawl_delay if crawl_delay else None) if rate]
+    intervals = [1 / min(rates)] if rates else []
+    if adaptive is not None:
+        intervals.append(adaptive)
+    return max(intervals) if intervals else None
+
+
+def delay_key(crawl_id: str | None, name: str) -> str:
+    """Where a crawl keeps the ``--auto-throttle`` delay of pace ``name`` (:func:`pace_of`)."""
+    return counters.crawl_key(crawl_id or "-", f"delay:{_digest(name)}")
+
+
+def adapted(pace: Pace, latency: float | None, slower: bool = False) -> Pace:
+    """A host's ``--auto-throttle`` pace after one answer.  Slower at once: its delay
+    doubled when the server asked the crawl to slow down (a 429, a 503 with
+    ``Retry-After``, whose wait :func:`pause_host` keeps) or the fetch failed
+    (``slower``: a refused or reset connection, a timeout), and the answer's
+    ``latency`` over :data:`AUTO_CONCURRENCY` at once when that is longer (one request
+    in flight a host on average, as Scrapy's AutoThrottle); faster again never below
+    that latency: halfway to it an answer until the server first asked the crawl to
+    slow down, then by :data:`AUTO_FASTER` an answer."""
+    if slower:
+        return Pace(min(AUTO_MAX, pace.delay * 2), careful=True)
+    if latency is None:
+        return pace
+    target = latency / AUTO_CONCURRENCY
+    if target >= pace.delay:
+        return Pace(min(AUTO_MAX, target), pace.careful)
+    faster = pace.delay * (1 - AUTO_FASTER) if pace.careful else (pace.delay + target) / 2
+    return Pace(max(target, faster), pace.careful)
+
+
+def turn_key(crawl_id: str | None, name: str) -> str:
+    """Where a crawl keeps the next free turn of pace ``name`` (:func:`pace_of`)."""
+    return counters.crawl_key(crawl_id or "-", f"turn:{_digest(name)}")
+
+
+def next_turn(client: StoreClient, key: str, interval: float, now: float) -> float | None:
+    """Take the host's next free turn (epoch seconds): now, or ``interval`` after the
+    last one taken, whichever is later; the one after it is kept at ``key`` for every
+    worker and thread of the crawl (compare-and-set: two never take the same turn).
+    None, and none taken, when it is over :data:`TURN_AHEAD` away.
+
+    Each request of a host thus has a turn of its own, taken once: a message whose turn
+    is later waits for it in the broker (deferred to it), not in a worker thread, and
+    comes back once (Heritrix's and BUbiNG's per-host queues, Scrapy's download slots,
+    kept in the crawl's store so that they hold across the fleet)."""
+    for _ in range(TURN_TRIES):
+        value, token = client.gets(key)
+        due = now if value is None else max(now, float(value))
+        if due - now > TURN_AHEAD:
+            return None
+        after = f"{due + interval:.4f}".encode()
+        lives = math.ceil(due - now + interval) + 60  # past the last turn taken
+        if value is None:
+            if client.add(key, after, time=lives):
+                return due
+        elif client.cas(key, after, token, time=lives):
+            return due
+    raise TransientError(f"{TURN_TRIES} workers took the host's turn first: tried again later")
 
 
 def defer_delay() -> int:
@@ -192,7 +354,12 @@ def host_budget_key(crawl_id: str, url: str) -> str:
 
 def _host_digest(url: str) -> str:
     """``url``'s ``host:port``, as 16 hex digits for a key of the store."""
-    return hashlib.md5(urlsplit(url).netloc.encode()).hexdigest()[:16]
+    return _digest(urlsplit(url).netloc)
+
+
+def _digest(name: str) -> str:
+    """``name`` (a ``host:port``, an address), as 16 hex digits for a key of the store."""
+    return hashlib.md5(name.encode()).hexdigest()[:16]
 
 
 #: What :func:`over_budget` says of a URL over a budget: the crawl's, or its host's.
@@ -234,13 +401,16 @@ SLOT_TTL = math.ceil(ACTOR_TIME_LIMIT) + 5
 SLOT_POLL = (0.02, 0.08)
 
 
-def slot_keys(crawl_id: str, url: str, places: int) -> list[str]:
-    """The keys of the ``places`` places of ``url``'s host (its ``host:port``)."""
-    host = _host_digest(url)
-    return [counters.crawl_key(crawl_id, f"slot:{host}:{i}") for i in range(places)]
+def slot_keys(crawl_id: str, name: str, places: int) -> list[str]:
+    """The keys of the ``places`` places of pace ``name`` (:func:`pace_of`: a
+    ``host:port``, or with ``--per-ip`` an address)."""
+    digest = _digest(name)
+    return [counters.crawl_key(crawl_id, f"slot:{digest}:{i}") for i in range(places)]
 
 
-def host_slot(pool: StorePool, url: str, options: CrawlOptions) -> HostTurn | None:
+def host_slot(
+    pool: StorePool, url: str, options: CrawlOptions, paced_as: str, adaptive: Pace | None = None
+) -> HostTurn | None:
     """With ``--max-per-host N``: one of the N places of ``url``'s host for a fetch in
     flight, held until the context ends; None when all were taken for ``RATE_WAIT``
     seconds (the message is deferred, as over ``--max-rate``).  Without it, a turn
@@ -252,15 +422,15 @@ def host_slot(pool: StorePool, url: str, options: CrawlOptions) -> HostTurn | No
     refused tries too and keeps a killed worker's place until the whole count expires.)
     """
     if options.max_per_host is None or options.crawl_id is None:
-        return HostTurn(pool, url, options)
-    keys = slot_keys(options.crawl_id, url, options.max_per_host)
+        return HostTurn(pool, url, options, paced_as, adaptive=adaptive)
+    keys = slot_keys(options.crawl_id, paced_as, options.max_per_host)
     deadline = time.monotonic() + RATE_WAIT
     while True:
         with pool.reserve() as client:
             taken = client.get_multi(keys)
             for key in random.sample(keys, len(keys)):
                 if key not in taken and client.add(key, 1, time=SLOT_TTL):
-                    return HostTurn(pool, url, options, key)
+                    return HostTurn(pool, url, options, paced_as, key, adaptive)
         if time.monotonic() >= deadline:
             metrics.rate_limited("deferred")
             return None
@@ -270,29 +440,85 @@ def host_slot(pool: StorePool, url: str, options: CrawlOptions) -> HostTurn | No
 
 class HostTurn(AbstractContextManager[Any]):
     """A host's turn for one fetch (:func:`host_slot`): its place, when one was taken,
-    given back when the fetch ends; and an answer that asks the crawl to wait
-    (:class:`ServerBusy`) makes the host wait for every worker (:func:`pause_host`).
+    given back when the fetch ends; an answer that asks the crawl to wait
+    (:class:`ServerBusy`) makes the host wait for every worker (:func:`pause_host`); and
+    with ``--auto-throttle`` the host's delay follows the answer (:func:`adapted`:
+    :meth:`answered` gives its latency, a failed fetch slows the host).
 
     Parameters:
       pool(StorePool): The crawl's store.
       url(str): The URL fetched.
       options(CrawlOptions): The crawl's options.
+      paced_as(str): What the host's pace is kept under (:func:`pace_of`).
       key(str): The ``--max-per-host`` place taken, or None.
+      adaptive(Pace): The host's ``--auto-throttle`` pace when the turn was taken
+        (None: off).
     """
 
     def __init__(
-        self, pool: StorePool, url: str, options: CrawlOptions, key: str | None = None
+        self,
+        pool: StorePool,
+        url: str,
+        options: CrawlOptions,
+        paced_as: str,
+        key: str | None = None,
+        adaptive: Pace | None = None,
     ) -> None:
         self.pool, self.url, self.options, self.key = pool, url, options, key
+        self.paced_as, self.adaptive = paced_as, adaptive
+        self.latency: float | None = None
+
+    def answered(self, latency: float) -> None:
+        """The server answered after ``latency`` seconds (its headers)."""
+        self.latency = latency
 
     def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
-        if self.key is None and not isinstance(exc, ServerBusy):
+        slower = isinstance(exc, TransientError)
+        adapts = self.adaptive is not None and _changes(self.adaptive, self.latency, slower)
+        if self.key is None and not isinstance(exc, ServerBusy) and not adapts:
             return
         with self.pool.reserve() as client:
             if self.key is not None:
                 client.delete(self.key)
             if isinstance(exc, ServerBusy):
                 pause_host(client, self.options, self.url, exc.delay)
+            if adapts:
+                assert self.adaptive is not None
+                key = delay_key(self.options.crawl_id, self.paced_as)
+                keep_pace(client, key, self.adaptive, self.latency, slower)
+
+
+def _changes(pace: Pace, latency: float | None, slower: bool) -> Pace | None:
+    """``pace`` after one answer (:func:`adapted`), when it changed enough to be kept."""
+    new = adapted(pace, latency, slower)
+    changed = abs(new.delay - pace.delay) > AUTO_CHANGE * pace.delay
+    return new if changed or new.careful != pace.careful else None
+
+
+def keep_pace(
+    client: StoreClient, key: str, read: Pace, latency: float | None, slower: bool
+) -> None:
+    """Adapt the pace kept at ``key`` to one answer (:func:`adapted`), from the pace it
+    holds now (compare-and-set), so that the answers of every worker each move it from
+    where the others left it.  A slower answer doubles the pace its request ``read``,
+    never less than the pace now: the refusals of one burst, which all read about the
+    same pace, double it once, and a faster answer never undoes them."""
+    for _ in range(TURN_TRIES):
+        stored, token = client.gets(key)
+        now = Pace.read(stored)
+        if slower:
+            new: Pace | None = adapted(read, None, slower=True)
+            if new is not None and new.delay <= now.delay and now.careful:
+                return
+        else:
+            new = _changes(now, latency, slower)
+        if new is None:
+            return
+        if stored is None:
+            if client.add(key, new.written(), time=PACE_TTL):
+                return
+        elif client.cas(key, new.written(), token, time=PACE_TTL):
+            return
 
 
 def origin(url: str) -> str:
@@ -421,22 +647,3 @@ def _fetch_robots(
         else:
             logger.warning("Could not read %s (%s); allowing every page.", address, e)
         return b""
-
-
-def rate_limiter(
-    backend: RateLimiterBackend, url: str, options: CrawlOptions, crawl_delay: float | None
-) -> BucketRateLimiter | None:
-    """A per-host limiter for ``--max-rate`` and the host's ``Crawl-delay``, or None.
-
-    Buckets of a tenth of a second (or one request's share of time, when slower) keep
-    any one-second window within R plus one bucket's worth, where one-second buckets
-    would let 2R through around a bucket's edge.
-    """
-    rates = [rate for rate in (options.max_rate, 1 / crawl_delay if crawl_delay else None) if rate]
-    if not rates:
-        return None
-    rate = min(rates)
-    limit = max(1, int(rate / 10))
-    bucket_ms = max(1, round(1000 * limit / rate))
-    key = f"rate:{options.crawl_id}:{urlsplit(url).netloc}"
-    return BucketRateLimiter(backend, key, limit=limit, bucket=bucket_ms)

@@ -33,14 +33,15 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from crawler.environment import limits_from_environment
 from crawler.frontier.digests import url_digest
 from crawler.local_files import InputError, open_input
-from crawler.options import canonical_http_url
+from crawler.option_rules import canonical_http_url
 from crawler.outcomes import CRAWLED, DUPLICATE_CONTENT, NOT_HTML, UNCHANGED
+from crawler.records import Record
 
 #: The outcomes of a record whose page a recrawl may ask "changed since?".
 PAGES = (CRAWLED, NOT_HTML, DUPLICATE_CONTENT, UNCHANGED)
@@ -56,7 +57,10 @@ MAX_ENTRY_BYTES = 512 * 1024
 _SENDABLE = re.compile(r"[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?")
 MAX_VALIDATOR = 1024
 #: The validators of a record, and the header each is sent back in.
-VALIDATORS = {"etag": "If-None-Match", "last_modified": "If-Modified-Since"}
+VALIDATORS: dict[Literal["etag", "last_modified"], str] = {
+    "etag": "If-None-Match",
+    "last_modified": "If-Modified-Since",
+}
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +207,7 @@ _FIELDS: Mapping[str, type | tuple[type, ...]] = {
 }
 
 
-def _record(path: Path, number: int, line: str) -> dict[str, Any]:
+def _record(path: Path, number: int, line: str) -> Record:
     where = f"--recrawl-from {str(path)!r}, line {number}"
     if number == 1:
         line = line.removeprefix("\ufeff")  # a byte-order mark, as some editors write
@@ -215,14 +219,16 @@ def _record(path: Path, number: int, line: str) -> dict[str, Any]:
             f"{where}: not UTF-8 (byte 0x{byte:02x} at character {e.start + 1})"
         ) from None
     try:
-        record = json.loads(line)
+        decoded = json.loads(line)
     except ValueError as e:
         raise RecrawlFileError(f"{where}: not JSON ({e})") from None
-    if not isinstance(record, dict) or "url" not in record or "outcome" not in record:
+    if not isinstance(decoded, dict) or "url" not in decoded or "outcome" not in decoded:
         raise RecrawlFileError(f"{where}: not a crawler record (it needs a url and an outcome)")
     for name, kind in _FIELDS.items():
-        if name in record and not isinstance(record[name], kind):
+        if name in decoded and not isinstance(decoded[name], kind):
             raise RecrawlFileError(f"{where}: its {name} is not what a crawler record holds")
+    # Decoded JSON, the fields read here checked (links' items below): typed as a record.
+    record = cast(Record, decoded)
     try:
         record["url"] = canonical_http_url(record["url"], sendable=False)
         # Absolute http(s) links only, as a page's (the others are not followed).
@@ -236,7 +242,7 @@ def _record(path: Path, number: int, line: str) -> dict[str, Any]:
     return record
 
 
-def _without_unsendable(record: dict[str, Any], number: int) -> list[str]:
+def _without_unsendable(record: Record, number: int) -> list[str]:
     """Leave out the validators of ``record`` no request can carry (:data:`_SENDABLE`);
     which they were, as ``line N's etag``."""
     left_out = []
@@ -248,7 +254,7 @@ def _without_unsendable(record: dict[str, Any], number: int) -> list[str]:
     return left_out
 
 
-def _earlier(record: Mapping[str, Any]) -> Earlier:
+def _earlier(record: Record) -> Earlier:
     return Earlier(
         etag=record.get("etag"),
         last_modified=record.get("last_modified"),

@@ -33,7 +33,7 @@ from crawler.frontier.scope import (
     sitemap_links_to_follow,
     sitemap_parts,
 )
-from crawler.links import sitemaps
+from crawler.links.sitemap_links import sitemap_links, well_known
 from crawler.options import CrawlOptions
 from crawler.outcomes import DUPLICATE
 from crawler.records import Record
@@ -157,7 +157,7 @@ def read_robots(
         )  # fmt: skip
     maps = list(robots.sitemaps)
     public = check_hop(url, via_public)  # robots.txt's host, as a page's hop
-    fallback = sitemaps.well_known(url)
+    fallback = well_known(url)
     if maps or not politeness.robots_allow(robots, fallback, crawl_options):
         return [], maps, public, url
     pages, maps, public = fetch_sitemap(
@@ -240,5 +240,5 @@ def fetch_sitemap(
             raise
         logger.info("No sitemap at %s (%s).", url, e)
         return [], [], via_public
-    pages, maps = sitemaps.sitemap_links(body, fetched.response.url, limits.max_body_bytes)
+    pages, maps = sitemap_links(body, fetched.response.url, limits.max_body_bytes)
     return pages, maps, fetched.public

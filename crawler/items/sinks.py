@@ -18,7 +18,7 @@ sink stores U+FFFD in its place (:func:`jsonb_storable`).  The files keep every 
 as it is.
 
 A sink that cannot write raises :class:`ItemSinkError`, one line saying why: the crawl
-stops (:mod:`crawler.local_mode`, :mod:`crawler.tracking.seeder`).
+stops (:mod:`crawler.embedded.one_process`, :mod:`crawler.tracking.seeder`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 import threading
 from pathlib import Path
 from typing import IO, Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from crawler.items.addresses import is_database, table_of
 from crawler.records import cut_partial_line
 
 #: The PostgreSQL table's definition (``{table}``: its name, quoted).
@@ -43,8 +43,6 @@ TABLE = """CREATE TABLE IF NOT EXISTS {table} (
     fetched_at timestamptz NOT NULL DEFAULT now(),
     UNIQUE (crawl_id, url, "index")
 )"""
-#: The table a ``postgresql://`` sink writes to when its URL names none.
-DEFAULT_TABLE = "items"
 #: The CSV sink's columns before and after the first item's keys.
 CSV_FIRST, CSV_EXTRA = ("_crawl_id", "_url", "_index"), "_extra"
 INSTALL = "pip install 'crawler[postgresql]'"
@@ -52,7 +50,6 @@ INSTALL = "pip install 'crawler[postgresql]'"
 #: converted to text``), and what the PostgreSQL sink stores in its place: the
 #: replacement character, which says a character was there that could not be kept.
 NUL, REPLACEMENT = "\x00", "\ufffd"
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
 class ItemSinkError(Exception):
@@ -69,30 +66,6 @@ class ItemSink(Protocol):
     def write(self, url: str, items: list[dict[str, Any]]) -> None: ...
 
     def close(self) -> None: ...
-
-
-def is_database(address: str) -> bool:
-    return address.startswith(("postgresql://", "postgres://"))
-
-
-def checked_address(value: Any) -> str:
-    """``--items``' value: a file name, or a ``postgresql://`` URL whose ``table`` (if
-    given) is a plain name, ``schema.name`` at most; ValueError saying what is wrong."""
-    if not isinstance(value, (str, Path)) or not str(value):
-        raise ValueError("a file name or a postgresql:// URL")
-    address = str(value)
-    if "://" in address and not is_database(address):
-        raise ValueError("only postgresql:// URLs are sinks (else a file name)")
-    if is_database(address):
-        _table_of(address)
-    return address
-
-
-def _table_of(address: str) -> tuple[str, ...]:
-    parts = dict(parse_qsl(urlsplit(address).query)).get("table", DEFAULT_TABLE).split(".")
-    if len(parts) > 2 or not all(_NAME.fullmatch(part) for part in parts):
-        raise ValueError("table= must be a name (letters, digits, _), or schema.name")
-    return tuple(parts)
 
 
 def shown_address(address: str) -> str:
@@ -226,7 +199,7 @@ class PostgresSink:
         split = urlsplit(address)
         query = [(k, v) for k, v in parse_qsl(split.query) if k != "table"]
         self._conninfo = urlunsplit(split._replace(query=urlencode(query)))
-        table = sql.Identifier(*_table_of(address))
+        table = sql.Identifier(*table_of(address))
         self._insert = sql.SQL(
             'INSERT INTO {table} (crawl_id, url, "index", item) VALUES (%s, %s, %s, %s)'
             ' ON CONFLICT (crawl_id, url, "index") DO NOTHING'

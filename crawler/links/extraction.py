@@ -8,7 +8,9 @@ page (the Python docs' pages average 93 KiB and 310 links each).
 from __future__ import annotations
 
 import codecs
+import logging
 import re
+from collections.abc import Iterable
 from contextlib import suppress
 from functools import lru_cache
 
@@ -17,6 +19,8 @@ import webencodings
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.links.cleaning import clean_href
+
+logger = logging.getLogger(__name__)
 
 #: A ``charset`` in a ``Content-Type`` header, and in a ``<meta>`` tag.
 _CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
@@ -149,3 +153,16 @@ def _join(base: str, href: str) -> str:
         scheme, colon, rest = href.partition(":")
         return scheme.lower() + colon + rest
     return joined
+
+
+def absolute_links(found: Iterable[str], most: int, page_url: str) -> list[str]:
+    """The absolute http(s) links of ``found``, the first ``most`` of them (a warning
+    says so when ``page_url`` has more)."""
+    anchors: list[str] = []
+    for anchor in found:
+        if anchor.startswith("http://") or anchor.startswith("https://"):
+            anchors.append(anchor)
+            if len(anchors) == most:
+                logger.warning("Taking only the first %d links of %r.", len(anchors), page_url)
+                break
+    return anchors

@@ -3,7 +3,8 @@ package: :class:`Recorder` (a record of every ``crawl`` message), :class:`SendBa
 message whose follow-ups the broker refused comes back), :class:`ReliableRetries`
 (Dramatiq's ``Retries`` through it), :class:`TimeLimitOver` (the time limit ends
 with the actor), :class:`QuickRetries` (``--local``'s short backoff) and
-:class:`CurrentBroker` (the broker of the message being processed: :func:`actor_for`).
+:class:`CurrentBroker` (the broker of the message being processed: :func:`actor_for`)
+and :class:`PromptDelays` (a worker puts delayed messages back on time).
 
 :data:`ORDER` is the one place their order is kept, with Dramatiq's own, for workers,
 ``--local`` and the Python API alike: :func:`ordered` sorts a broker's first stack by
@@ -25,7 +26,8 @@ from dramatiq.middleware import (
 )
 from dramatiq.middleware.prometheus import Prometheus
 
-from crawler.middleware.current_broker import CurrentBroker, actor_for
+from crawler.middleware.current_broker import CurrentBroker, actor_for, parts_for
+from crawler.middleware.prompt_delays import PromptDelays
 from crawler.middleware.quick_retries import QuickRetries
 from crawler.middleware.recorder import Recorder
 from crawler.middleware.reliable_retries import ReliableRetries
@@ -35,6 +37,7 @@ from crawler.middleware.time_limit_over import TimeLimitOver
 __all__ = [
     "ORDER",
     "CurrentBroker",
+    "PromptDelays",
     "QuickRetries",
     "Recorder",
     "ReliableRetries",
@@ -43,6 +46,7 @@ __all__ = [
     "actor_for",
     "install",
     "ordered",
+    "parts_for",
 ]
 
 #: Every middleware a crawler's broker may have, in the order of its stack: Dramatiq
@@ -63,6 +67,7 @@ ORDER: tuple[type[Middleware], ...] = (
     CurrentMessage,  # claims read the message being processed
     CurrentBroker,  # actor bodies send to the broker their message came from (actor_for)
     Prometheus,  # workers' /metrics on port 9191
+    PromptDelays,  # workers: delayed messages back on time (a host's turn)
     TimeLimitOver,  # last: its after-hook runs first, ending the time limit
 )
 

@@ -6,7 +6,7 @@ actors of its own on its broker, the same functions under the same names)."""
 from __future__ import annotations
 
 import contextvars
-from typing import Any
+from typing import Any, TypeVar
 
 import dramatiq
 from dramatiq.middleware import Middleware
@@ -54,3 +54,15 @@ def actor_for(actor: dramatiq.Actor[Any, Any]) -> dramatiq.Actor[Any, Any]:
     except dramatiq.errors.ActorNotFound:
         return actor
     return found
+
+
+_Parts = TypeVar("_Parts")
+
+
+def parts_for(default: _Parts) -> _Parts:
+    """The parts the broker processing the current message crawls with (a ``--local``
+    crawl's own, its broker's ``crawl_parts``: :func:`crawler.brokers.local.serve`);
+    ``default`` (the worker's) outside one, or for a broker without parts of its own."""
+    broker = _BROKER.get()
+    parts: _Parts | None = None if broker is None else getattr(broker, "crawl_parts", None)
+    return default if parts is None else parts

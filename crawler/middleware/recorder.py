@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import dramatiq
 from dramatiq.middleware import Middleware
@@ -54,7 +54,11 @@ class Recorder(Middleware):
         started = self._started.pop(message.message_id, time.monotonic())
         kwargs = kwargs_of(message)
         if exception is None:
-            record = dict(result) if isinstance(result, dict) else {"url": url_of(message)}
+            # What the actor returned, as Dramatiq hands it on (Any): its record, when a dict.
+            if isinstance(result, dict):
+                record = cast(Record, dict(result))
+            else:
+                record = {"url": url_of(message), "outcome": CRAWLED}
             record.setdefault("outcome", CRAWLED)
             record.setdefault("depth", kwargs.get("depth", 0))
         else:
@@ -82,7 +86,7 @@ class _SaidBefore(logging.Filter):
     """Drops two of the worker's lines about ``crawl`` messages: that the actor returned
     a value with no Results middleware to store it (it returns its record for the
     Recorder), and that a message failed with an expected exception (its one line,
-    "Giving up on URL ...", was logged by :mod:`crawler.failures`; this one would
+    "Giving up on URL ...", was logged by :mod:`crawler.failure_reports`; this one would
     repeat the whole message, whatever a bad one holds)."""
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -13,7 +13,6 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from dramatiq.rate_limits import RateLimiterBackend
 from redis.exceptions import RedisClusterException, RedisError
 
 from crawler.archiving.warc import WarcFiles
@@ -39,65 +38,49 @@ class StorePool(Protocol):
 
 
 class Stores:
-    """A process's stores, one value: the dedup store's pool (``memcache_pool``: claims,
-    the crawl's journal and counters, budgets, robots.txt rules), the rate limiters'
-    backend (``rate_limits``) and the WARC files of ``--warc`` (``warc_files``).
+    """A crawl's stores, one value: the dedup store's pool (``memcache_pool``: claims,
+    the crawl's journal and counters, budgets, robots.txt rules, the hosts' turns) and
+    the WARC files of ``--warc`` (``warc_files``).
 
-    Opened once, on first use: from the environment (``MEMCACHED_SERVERS``, or
-    ``DEDUP_URL``; ``CRAWLER_WARC_DIR``) in a worker or a seeder, or in this process's
-    memory for ``--local``, which says so (:meth:`keep_in_memory`) before any use.
-    Opening a pool connects to nothing: its clients connect when first reserved.
+    A worker's or a seeder's (``Stores()``) are opened on first use, from the
+    environment (``MEMCACHED_SERVERS``, or ``DEDUP_URL``; ``CRAWLER_WARC_DIR``); a
+    ``--local`` crawl's are in its process's memory (:meth:`in_memory`), its own: two
+    crawls in one process keep theirs apart.  Opening a pool connects to nothing: its
+    clients connect when first reserved.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, opened: tuple[StorePool, WarcFiles] | None = None) -> None:
         self._lock = threading.Lock()
-        self._opened: tuple[StorePool, RateLimiterBackend, WarcFiles] | None = None
-        #: The stores opened from the environment while a --local crawl of the API's
-        #: keeps its own in memory (a program that seeded workers, then crawls here).
-        self._set_aside: tuple[StorePool, RateLimiterBackend, WarcFiles] | None = None
+        self._opened = opened
         # Read now: a variable that cannot be read stops a worker as it starts, naming it.
-        self._dedup_url = dedup_url()
-        self._warc = (warc_max_bytes(), warc_directory())
+        # (Stores made opened, in memory, read it no more.)
+        self._environment = (
+            None if opened is not None else (dedup_url(), warc_max_bytes(), warc_directory())
+        )
 
-    def keep_in_memory(
-        self,
+    @classmethod
+    def in_memory(
+        cls,
         warc_root: Path | None = None,
         client: MemoryClient | None = None,
-        rate_limits: RateLimiterBackend | None = None,
-    ) -> None:
-        """``--local``: claims, counters and rate limits in this process (in ``client``,
-        a :class:`~crawler.stores.memory.MemoryClient`: ``--state``'s is also on disk, a
-        shard's shares a few keys with the others; in ``rate_limits``, when given: the
-        shards'); WARC files under ``warc_root`` (the one directory its messages name),
-        else as configured."""
-        from dramatiq.rate_limits.backends import StubBackend
-
+    ) -> Stores:
+        """``--local``'s: claims, counters and the hosts' turns in this process (in
+        ``client``, a :class:`~crawler.stores.memory.MemoryClient`: ``--state``'s is also
+        on disk, a shard's shares a few keys with the others); WARC files under
+        ``warc_root`` (the one directory its messages name), else as configured."""
         from crawler.stores.memory import MemoryPool
 
-        with self._lock:
-            if self._opened is not None and not isinstance(self._opened[0], MemoryPool):
-                self._set_aside = self._opened  # the process's own, back after the crawl
-            files = WarcFiles(self._warc[0], root=warc_root or self._warc[1])
-            backend = StubBackend() if rate_limits is None else rate_limits
-            self._opened = (MemoryPool(client), backend, files)
+        files = WarcFiles(warc_max_bytes(), root=warc_root or warc_directory())
+        return cls((MemoryPool(client), files))
 
-    def leave_memory(self) -> None:
-        """Forget the stores of a ``--local`` crawl that ended (one run from Python
-        code): the process's own come back, or the next use opens them as configured,
-        or in memory anew."""
-        from crawler.stores.memory import MemoryPool
-
-        with self._lock:
-            if self._opened is not None and isinstance(self._opened[0], MemoryPool):
-                self._opened, self._set_aside = self._set_aside, None
-
-    def _stores(self) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
+    def _stores(self) -> tuple[StorePool, WarcFiles]:
         opened = self._opened  # set once, then only read: no lock on a page's path
         if opened is not None:
             return opened
         with self._lock:
             if self._opened is None:
-                self._opened = _from_environment(self._dedup_url, *self._warc)
+                assert self._environment is not None  # read when made unopened
+                self._opened = _from_environment(*self._environment)
             return self._opened
 
     @property
@@ -105,12 +88,8 @@ class Stores:
         return self._stores()[0]
 
     @property
-    def rate_limits(self) -> RateLimiterBackend:
-        return self._stores()[1]
-
-    @property
     def warc_files(self) -> WarcFiles:
-        return self._stores()[2]
+        return self._stores()[1]
 
     def reserve(self) -> AbstractContextManager[StoreClient]:
         """A client of the dedup store for this thread: the stores serve as its pool."""
@@ -119,13 +98,11 @@ class Stores:
 
 def _from_environment(
     url: str | None, warc_max: int, warc_root: Path | None
-) -> tuple[StorePool, RateLimiterBackend, WarcFiles]:
+) -> tuple[StorePool, WarcFiles]:
     from crawler.stores import memcached
     from crawler.stores import redis as redis_stores
 
     files = WarcFiles(warc_max, root=warc_root)
-    if url is not None:  # DEDUP_URL=redis://...: claims and rate limits in Redis
-        redis_pool, backend = redis_stores.stores(url)
-        return redis_pool, backend, files
-    pool = memcached.from_environment()  # MEMCACHED_SERVERS
-    return pool, memcached.MemcachedBackend(pool), files
+    if url is not None:  # DEDUP_URL=redis://...: the crawl's keys in Redis
+        return redis_stores.RedisStorePool(url), files
+    return memcached.from_environment(), files  # MEMCACHED_SERVERS

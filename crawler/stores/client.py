@@ -96,7 +96,7 @@ class StoreClient(Protocol):
         """
 
     def incr_and_append(
-        self, increments: Mapping[str, int], appends: Mapping[str, bytes]
+        self, increments: Mapping[str, int], appends: Mapping[str, bytes], ttl: int | None = None
     ) -> tuple[dict[str, int | None], list[str]]:
         """:meth:`incr` each counter and :meth:`append` to each item, in one round trip a
         server.
@@ -104,10 +104,12 @@ class StoreClient(Protocol):
         Parameters:
           increments(Mapping[str, int]): The counters and the amounts to add to them.
           appends(Mapping[str, bytes]): The items and the bytes to append to them.
+          ttl(int|None): When given, a counter not there is made at its amount, to live
+            ``ttl`` seconds, in the same round trip (no kill falls between the two).
 
         Returns:
-          tuple: Each counter's new value (None: it was not there), and the items that
-          were not there, left as they are.
+          tuple: Each counter's new value (None: it was not there, with no ``ttl``), and
+          the items that were not there, left as they are.
         """
 
     def touch(self, key: str, time: float) -> bool:

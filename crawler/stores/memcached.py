@@ -37,9 +37,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Protocol
+from typing import Any
 
-from dramatiq.rate_limits import RateLimiterBackend
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError, MemcacheUnexpectedCloseError
 
@@ -320,20 +319,28 @@ class MemcachedClient:
         return answers
 
     def incr_and_append(
-        self, increments: Mapping[str, int], appends: Mapping[str, bytes]
+        self, increments: Mapping[str, int], appends: Mapping[str, bytes], ttl: int | None = None
     ) -> tuple[dict[str, int | None], list[str]]:
-        """Add to each counter of ``increments`` and append to each item of ``appends``,
-        in one round trip a server: each counter's new value (None: it was not there),
-        and the items that were not there, left as they are."""
-        commands: list[tuple[str, str, str, bytes | None]] = [
-            ("incr", key, str(int(delta)), None) for key, delta in increments.items()
-        ]
-        commands += [("append", key, f"0 0 {len(data)}", data) for key, data in appends.items()]
+        """Add to each counter of ``increments`` and append to each item of ``appends``
+        (with ``ttl``, each made first, a counter at 0 and an item empty: an ``add`` that
+        fails when it is there), in one round trip a server: each counter's new value
+        (None: it was not there), and the items that were not there, left as they are."""
+        commands: list[tuple[str, str, str, bytes | None]] = []
+        for key, delta in increments.items():
+            if ttl is not None:
+                commands.append(("add", key, f"{FLAG_INTEGER} {int(ttl)} 1", b"0"))
+            commands.append(("incr", key, str(int(delta)), None))
+        for key, data in appends.items():
+            if ttl is not None:  # an item not there made empty first, then appended to
+                commands.append(("add", key, f"{FLAG_BYTES} {int(ttl)} 0", b""))
+            commands.append(("append", key, f"0 0 {len(data)}", data))
         values: dict[str, int | None] = {}
         no_items = []
         for (command, key, _, _), answer in zip(
             commands, self._write_together(commands), strict=True
         ):
+            if command == "add":  # STORED, or NOT_STORED for a counter there already
+                continue
             if command == "incr":  # the new value, or NOT_FOUND for a counter not there
                 values[key] = None if answer == b"NOT_FOUND" else int(answer)
             elif answer == b"NOT_STORED":  # append's, for an item that is not there
@@ -438,46 +445,3 @@ def from_environment() -> ThreadMappedPool:
 def client_of(addresses: list[str] | None = None) -> MemcachedClient:
     """A client of its own, for one thread, of the servers at ``addresses``."""
     return MemcachedClient(servers_of(addresses))
-
-
-class Pool(Protocol):
-    def reserve(self) -> AbstractContextManager[MemcachedClient]: ...
-
-
-class MemcachedBackend(RateLimiterBackend):
-    """Dramatiq's Memcached rate-limiter backend (``dramatiq.rate_limits.backends.
-    MemcachedBackend``, which needs pylibmc), on this module's pool."""
-
-    def __init__(self, pool: Pool) -> None:
-        self.pool = pool
-
-    def add(self, key: str, value: int, ttl: int) -> bool:
-        with self.pool.reserve() as client:
-            return client.add(key, value, time=int(ttl / 1000))
-
-    def incr(self, key: str, amount: int, maximum: int, ttl: int) -> bool:
-        with self.pool.reserve() as client:
-            return client.incr(key, amount) <= maximum
-
-    def decr(self, key: str, amount: int, minimum: int, ttl: int) -> bool:
-        with self.pool.reserve() as client:
-            return client.decr(key, amount) >= minimum
-
-    def incr_and_sum(
-        self, key: str, keys: Callable[[], list[str]], amount: int, maximum: int, ttl: int
-    ) -> bool:
-        seconds = int(ttl / 1000)
-        with self.pool.reserve() as client:
-            client.add(key, 0, time=seconds)
-            while True:
-                value, token = client.gets(key)
-                if token is None:
-                    return False
-                value += amount
-                if value > maximum:
-                    return False
-                total = amount + sum(client.get_multi(keys()).values())
-                if total > maximum:
-                    return False
-                if client.cas(key, value, token, time=seconds):
-                    return True

@@ -104,15 +104,21 @@ class MemoryClient:
             return value is not None
 
     def incr_and_append(
-        self, increments: Mapping[str, int], appends: Mapping[str, bytes]
+        self, increments: Mapping[str, int], appends: Mapping[str, bytes], ttl: int | None = None
     ) -> tuple[dict[str, int | None], list[str]]:
         values: dict[str, int | None] = {}
-        for key, delta in increments.items():
-            try:
-                values[key] = self.incr(key, delta)
-            except KeyError:
-                values[key] = None
-        return values, [key for key, data in appends.items() if not self.append(key, data)]
+        with self._lock:  # (re-entrant): all of it at once, as a server's one round trip
+            for key, delta in increments.items():
+                if ttl is not None:
+                    self.add(key, 0, time=ttl)
+                try:
+                    values[key] = self.incr(key, delta)
+                except KeyError:
+                    values[key] = None
+            if ttl is not None:
+                for key in appends:
+                    self.add(key, b"", time=ttl)
+            return values, [key for key, data in appends.items() if not self.append(key, data)]
 
     def touch_multi(self, keys: Iterable[str], time: float) -> None:
         for key in keys:

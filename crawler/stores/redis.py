@@ -25,13 +25,18 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from dramatiq.rate_limits.backends import RedisBackend
 
+# ARGV[2], when given: the seconds of a counter made now, at its amount.
 _INCR = """
 if redis.call('exists', KEYS[1]) == 1 then return redis.call('incrby', KEYS[1], ARGV[1]) end
+if ARGV[2] then redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2]) return tonumber(ARGV[1]) end
 """
+# ARGV[2], when given: the seconds of an item made now (then appended to).
 _APPEND = """
-if redis.call('exists', KEYS[1]) == 0 then return 0 end
+if redis.call('exists', KEYS[1]) == 0 then
+  if not ARGV[2] then return 0 end
+  redis.call('set', KEYS[1], '', 'EX', ARGV[2])
+end
 redis.call('append', KEYS[1], ARGV[1])
 return 1
 """
@@ -127,20 +132,26 @@ class RedisStoreClient:
         return bool(self._append(keys=[key], args=[value]))
 
     def incr_and_append(
-        self, increments: Mapping[str, int], appends: Mapping[str, bytes]
+        self, increments: Mapping[str, int], appends: Mapping[str, bytes], ttl: int | None = None
     ) -> tuple[dict[str, int | None], list[str]]:
-        """Add to each counter and append to each item, in one pipeline on one Redis
-        (a command each on a cluster): each counter's new value (None: it was not
-        there), and the items that were not there, left as they are."""
+        """Add to each counter (one not there made at its amount, with ``ttl``) and
+        append to each item, in one pipeline on one Redis (a command each on a cluster):
+        each counter's new value (None: it was not there), and the items that were not
+        there, left as they are."""
+        made = [] if ttl is None else [_seconds(ttl) or 1]
         if self.cluster:
-            answers = [self._incr(keys=[key], args=[delta]) for key, delta in increments.items()]
-            answers += [self._append(keys=[key], args=[data]) for key, data in appends.items()]
+            answers = [
+                self._incr(keys=[key], args=[delta, *made]) for key, delta in increments.items()
+            ]
+            answers += [
+                self._append(keys=[key], args=[data, *made]) for key, data in appends.items()
+            ]
         else:
             pipeline = self.redis.pipeline(transaction=False)
             for key, delta in increments.items():
-                self._incr(keys=[key], args=[delta], client=pipeline)
+                self._incr(keys=[key], args=[delta, *made], client=pipeline)
             for key, data in appends.items():
-                self._append(keys=[key], args=[data], client=pipeline)
+                self._append(keys=[key], args=[data, *made], client=pipeline)
             answers = pipeline.execute()
         counted = answers[: len(increments)]
         values = {
@@ -220,17 +231,6 @@ class RedisStorePool:
             raise
 
 
-class TransactionalCluster(redis.RedisCluster):
-    """A Redis Cluster client whose pipelines are transactions unless told otherwise,
-    for Dramatiq's ``RedisBackend``: it counts a host's requests with ``WATCH`` and
-    ``MULTI`` on a plain ``pipeline()``, and redis-py's cluster pipelines take ``WATCH``
-    only in a transaction (on keys of one slot, as a rate limit's single key is).
-    """
-
-    def pipeline(self, transaction: Any = True, shard_hint: Any = None) -> Any:
-        return redis.RedisCluster.pipeline(self, transaction=transaction, shard_hint=shard_hint)
-
-
 #: The schemes of ``DEDUP_URL`` that name a Redis Cluster, and the plain ones they stand for.
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
@@ -244,8 +244,3 @@ def connect(url: str, cluster: type[redis.RedisCluster] = redis.RedisCluster) ->
         plain = urlunsplit((CLUSTER_SCHEMES[parts.scheme], *parts[1:]))
         return cluster.from_url(plain, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
     return redis.Redis.from_url(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
-
-
-def stores(url: str) -> tuple[RedisStorePool, RedisBackend]:
-    """The dedup store and rate-limiter backend on the Redis (or Redis Cluster) at ``url``."""
-    return RedisStorePool(url), RedisBackend(client=connect(url, TransactionalCluster))

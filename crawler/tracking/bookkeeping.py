@@ -3,9 +3,10 @@
 In that order, so that a worker dying in between never loses a record: until the
 URL is marked done its message is redone when redelivered.  Marking it done (with
 a CAS) says whether this was the message's first ending, which the counters count
-once; a worker dying between the mark and the count loses that count (``--wait``
-does not need it; ``--status`` is then off by one).  A record the broker
-refuses sends the message back to the queue, its counters and mark untouched, so
+once, with the journal's entry that says so, in one round trip a server; a worker
+dying between the mark and the count leaves the mark without that entry, and a copy
+of the message (redelivered, or sent again by its parent) then ends it in its place.
+A record the broker refuses sends the message back to the queue, its counters and mark untouched, so
 that it is redone and its record sent again.  When the dedup store fails right
 then (a restart), each step is tried again for up to ``CRAWLER_STORE_PATIENCE``
 seconds (``patience``), the
@@ -26,15 +27,15 @@ from dramatiq.middleware import CurrentMessage
 
 from crawler import metrics
 from crawler.environment import Lifetimes
-from crawler.frontier import claims, counters
+from crawler.frontier import claims, counters, digests
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.items import counting as item_counts
 from crawler.middleware import Recorder, install
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
-from crawler.records import Record, kwargs_of
+from crawler.records import Record, kwargs_of, without_links
 from crawler.stores import STORE_ERRORS, StorePool
-from crawler.stores.client import CountsOnce, StoreClient
+from crawler.stores.client import StoreClient
 from crawler.tracking import figures
 
 #: Sends a record to the crawl's seeder: its crawl id, the record, and whether the
@@ -179,7 +180,7 @@ class Books:
             return True
         assert options.crawl_id is not None
         if options.records_without_links:  # the seeder counts it, writes no --output
-            record = {key: value for key, value in record.items() if key != "links"}
+            record = without_links(record)
         try:
             self.publish(options.crawl_id, record, options.batched_records)
         except Exception as e:  # whatever kept the record from the broker
@@ -219,17 +220,12 @@ class Books:
             first = None if ending == claims.UNKNOWN else ending == claims.FIRST
             added = figures.increments(crawl_id, record, outcome)  # its host's
             added |= item_counts.counted(crawl_id, record)  # its items (crawler status)
-            # A first ending on a store that counts as told (Memcached, this process's
-            # memory) is counted with the journal's "finished" in one round trip; on one
-            # that counts once (Redis) the count, then the journal.
-            together = first is True and not isinstance(client, CountsOnce)
+            # A first ending is counted with the journal's "finished" in one round trip
+            # a server, which no kill splits: the journal's entry says it was counted.
+            together = first is True
             if together:
                 amounts = counters.amounts_of(crawl_id, outcome, added)
-                values = step(
-                    lambda: claims.journal_done(
-                        client, url, message_id, crawl_id, lifetimes, amounts
-                    )
-                )
+                values = step(self.count_once(client, url, message_id, crawl_id, amounts))
             else:
                 values = counters.ended(
                     client, crawl_id, message_id, outcome, lifetimes, first, step, added,
@@ -244,6 +240,23 @@ class Books:
         # delivered again, to send its claimed links again.
         if outcome not in (DUPLICATE, CANCELLED, *NOT_FINAL) and not refused:
             step(lambda: claims.attempt_ended(client, message))
+
+    def count_once(
+        self, client: StoreClient, url: str, message_id: str, crawl_id: str, amounts: dict[str, int]
+    ) -> Callable[[], dict[str, int]]:
+        """The step that counts a first ending with its journal entry; tried again after
+        a store error only if the journal does not hold the entry (a try whose reply was
+        lost counted it: its values are not known, so none are returned)."""
+        tries: list[None] = []
+        digest, owner = digests.url_digest(url, crawl_id), digests.owner_token(message_id)
+
+        def count() -> dict[str, int]:
+            if tries and claims.ending_counted(client, crawl_id, digest, owner):
+                return {}
+            tries.append(None)
+            return claims.journal_done(client, url, message_id, crawl_id, self.lifetimes, amounts)
+
+        return count
 
     def note_figures(
         self,

@@ -2,7 +2,7 @@
 
 On Redis a list, on RabbitMQ a durable queue, named after the crawl.  The seeder
 creates it before seeding and deletes it on any exit it lives through; one killed
-outright leaves it for :data:`~crawler.brokers.records.READER_GONE_MS` at most, after
+outright leaves it for :data:`~crawler.brokers.record_transport.READER_GONE_MS` at most, after
 which workers stop publishing into it (RabbitMQ deletes an unused queue; on Redis the
 seeder's presence key expires).  Both ends ride out broker restarts: a worker's record
 that cannot be published (on RabbitMQ: confirmed) sends its message back (see
@@ -10,7 +10,7 @@ that cannot be published (on RabbitMQ: confirmed) sends its message back (see
 and the seeder reconnects.  A worker's threads send the records that end together
 as one message (:class:`Batches`); the seeder reads a message of one record too.
 
-How each broker carries them is its own: :class:`crawler.brokers.records.RecordTransport`.
+How each broker carries them is its own: :class:`crawler.brokers.record_transport.RecordTransport`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Generator
 
 import dramatiq
 
-from crawler.brokers.records import RecordSender, name, transport
+from crawler.brokers.record_transport import RecordSender, name, transport
 from crawler.brokers.redis import TAKE_RECORDS, taken_key
 from crawler.records import Record
 

@@ -24,7 +24,8 @@ from dramatiq.errors import QueueJoinTimeout
 
 from crawler.archiving.warc import WarcFiles
 from crawler.brokers import local
-from crawler.brokers.local_worker import LocalWorker
+from crawler.crawl_spec import CrawlSpec
+from crawler.embedded.worker import LocalWorker
 from crawler.environment import Lifetimes, local_backoffs, local_busy
 from crawler.frontier import claims, counters
 from crawler.items import counting as item_counts
@@ -38,6 +39,7 @@ from crawler.tracking import figures, seeder
 from crawler.tracking.bookkeeping import keep_books
 from crawler.tracking.progress import Progress, ProgressLogHandler
 
+# the module's name before embedded/, kept: users filter the log on it
 logger = logging.getLogger("crawler.local_mode")
 
 #: Milliseconds between progress redraws while waiting for the crawl to end.
@@ -75,10 +77,9 @@ def run(
     pool: StorePool,
     lifetimes: Lifetimes,
     seeds: seeder.Messages,
+    spec: CrawlSpec,
     *,
-    threads: int,
     output: RecordFile | None,
-    verbose: bool,
     saved: SavedState | None = None,
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,
@@ -91,7 +92,7 @@ def run(
     (:func:`crawler.brokers.local.serve`, made with ``saved``): no actor's broker is
     rebound.  ``pool`` is the in-memory store the actor uses, ``lifetimes`` its
     entries' (as the actor's).  Without ``progress``, the command line's: progress and
-    log lines on stderr (the root logger's handler, at INFO when ``verbose``), the
+    log lines on stderr (the root logger's handler, at INFO with the ``spec``'s ``-v``), the
     summary printed; with it, the caller's (the Python API's): counted there and shown
     on its stream, nothing printed, the logging left as the caller configured it.  With
     ``saved`` (``--state``) and no seeds, carry on with the crawl the state file holds.
@@ -101,27 +102,13 @@ def run(
     room left, :class:`ItemSinkError` once ``items`` could not be written: the crawl
     stopped at once, nothing more written (with ``--state``, the page whose items were
     not written is not acknowledged: carried on, it is fetched again)."""
-    quiet = progress is not None
-    progress = Progress() if progress is None else progress
-    full = NoRoom(saved)
-    if not quiet:
-        log_through(progress, logging.INFO if verbose else logging.WARNING, quiet=full.event)
-    if saved is not None:
-        saved.on_full = lambda error: full.noted(error.path)
-    if warc_files is not None:
-        warc_files.on_no_room = full.note
+    full = _watch_for_no_room(saved, warc_files)
+    progress, quiet = progress_for(progress, spec, full)
     keep = keeper(progress, full, output, on_record, items)
-    broker, worker = workers(actor, saved, threads)
-    keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
-    broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
-    worker.start()
+    broker, worker = _start_worker(actor, saved, spec, pool, lifetimes, keep, progress)
     interrupted = False
     try:
-        if saved is not None:
-            _begin_run(broker, pool, saved, progress, carry_on=not seeds, quiet=quiet)
-        start_counting(pool, seeds, lifetimes)
-        for message in seeds:
-            broker.enqueue(message)
+        _send_seeds(broker, pool, lifetimes, seeds, saved, progress, quiet=quiet)
         interrupted = _wait(broker, actor.queue_name, progress, full, stop)
     except KeyboardInterrupt:
         interrupted = True
@@ -134,9 +121,67 @@ def run(
         worker.stop(timeout=STOP_TIMEOUT_MS if quick else 600_000)
         close_files(full, output, saved, warc_files, items)
     full.raise_what_stopped(progress)
-    if quiet:
-        return exit_status(progress, interrupted=interrupted)
-    return say_the_end(progress, saved, interrupted=interrupted)
+    return say_the_end(progress, saved, interrupted=interrupted, quiet=quiet)
+
+
+def progress_for(progress: Progress | None, spec: CrawlSpec, full: NoRoom) -> tuple[Progress, bool]:
+    """The run's progress, and whether the run is quiet: the caller's ``progress`` (the
+    Python API's), the logging left as the caller configured it; else the command line's,
+    log lines through it on stderr (at INFO with the ``spec``'s ``-v``), none once
+    ``full``."""
+    if progress is not None:
+        return progress, True
+    progress = Progress()
+    log_through(progress, logging.INFO if spec.verbose else logging.WARNING, quiet=full.event)
+    return progress, False
+
+
+def _watch_for_no_room(saved: SavedState | None, warc_files: WarcFiles | None) -> NoRoom:
+    """What stops the crawl once a disk is full, told by the state file and the WARC
+    files when theirs has no room left."""
+    full = NoRoom(saved)
+    if saved is not None:
+        saved.on_full = lambda error: full.noted(error.path)
+    if warc_files is not None:
+        warc_files.on_no_room = full.note
+    return full
+
+
+def _start_worker(
+    actor: dramatiq.Actor[Any, Any],
+    saved: SavedState | None,
+    spec: CrawlSpec,
+    pool: StorePool,
+    lifetimes: Lifetimes,
+    keep: Callable[[Record, Any], None],
+    progress: Progress,
+) -> tuple[local.PriorityStubBroker, LocalWorker]:
+    """``actor``'s broker, its books kept (each record to ``keep``, each discovery counted
+    in ``progress``), and its worker with the ``spec``'s threads, started."""
+    broker, worker = workers(actor, saved, spec.fetching_threads)
+    keep_books(broker, pool, lifetimes, also=keep, on_discover=progress.discover)
+    broker.emit_after("process_boot")  # starts Dramatiq's time-limit watchdog, as workers do
+    worker.start()
+    return broker, worker
+
+
+def _send_seeds(
+    broker: local.PriorityStubBroker,
+    pool: StorePool,
+    lifetimes: Lifetimes,
+    seeds: seeder.Messages,
+    saved: SavedState | None,
+    progress: Progress,
+    *,
+    quiet: bool,
+) -> None:
+    """Begin the run (``--state``: carrying on with the crawl kept when there are no
+    ``seeds``), count the seeds as discovered and send them."""
+    if saved is not None:
+        _begin_run(broker, pool, saved, progress, carry_on=not seeds, quiet=quiet)
+    start_counting(pool, seeds, lifetimes)
+    for message in seeds:
+        broker.enqueue(message)
 
 
 def workers(
@@ -145,7 +190,7 @@ def workers(
     """``actor``'s broker (``--local``'s, with its short backoff), and its ``threads``."""
     broker = actor.broker
     if not isinstance(broker, local.PriorityStubBroker) or broker.saved is not saved:
-        raise ValueError("local_mode.run needs the actor of local.serve(crawl, saved)")
+        raise ValueError("one_process.run needs the actor of local.serve(crawl, saved)")
     install(broker, QuickRetries(*local_backoffs()))
     return broker, LocalWorker(broker, actor.queue_name, threads, busy=local_busy())
 
@@ -231,8 +276,13 @@ def close_files(
         saved.close()
 
 
-def say_the_end(progress: Progress, saved: SavedState | None, *, interrupted: bool) -> int:
-    """The summary of the crawl; the exit status."""
+def say_the_end(
+    progress: Progress, saved: SavedState | None, *, interrupted: bool, quiet: bool
+) -> int:
+    """The summary of the crawl (none when ``quiet``: the caller shows its progress); the
+    exit status."""
+    if quiet:
+        return exit_status(progress, interrupted=interrupted)
     print(progress.summary(interrupted=interrupted), flush=True)
     if interrupted and saved is not None:
         print(

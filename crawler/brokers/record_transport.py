@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 import dramatiq
 
@@ -35,7 +35,8 @@ def name(crawl_id: str) -> str:
 def records_of(body: bytes) -> list[Record]:
     """The records of one message: a batch (a JSON list), or one record."""
     records = json.loads(body)
-    return records if isinstance(records, list) else [records]
+    # Decoded JSON: the records the crawl's workers wrote (crawler.tracking.record_queue).
+    return cast("list[Record]", records if isinstance(records, list) else [records])
 
 
 def gather(deadline: float) -> None:

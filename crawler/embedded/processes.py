@@ -1,7 +1,7 @@
 """``--local --processes N``: one crawl in N processes, every core busy.
 
 Each process (forked from this one) is the whole of ``--local`` for one shard of the
-URLs (:mod:`crawler.brokers.shards`): its own broker, worker threads and in-memory
+URLs (:mod:`crawler.embedded.shards`): its own broker, worker threads and in-memory
 store, the same ``crawl`` actor.  This process crawls nothing: it sends each shard its
 seeds, and takes in what the shards send back (their records, log lines and the URLs
 they discovered) as ``--local`` does its own: counted in the progress and the summary,
@@ -25,15 +25,17 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing.context import ForkContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 import dramatiq
 
-from crawler import local_mode
 from crawler.brokers import local
-from crawler.brokers.shards import (
+from crawler.crawl_spec import CrawlSpec
+from crawler.embedded import one_process, shared_store
+from crawler.embedded.shards import (
     Handover,
     ShardBroker,
     Shards,
@@ -47,12 +49,14 @@ from crawler.items.sinks import ItemSink, ItemSinkError
 from crawler.links import sites
 from crawler.options import CrawlOptions
 from crawler.records import Record, RecordFile
-from crawler.stores import Stores, shared
+from crawler.stores import Stores
 from crawler.stores.saved import DiskFull
 from crawler.tracking import seeder
 from crawler.tracking.bookkeeping import keep_books
 from crawler.tracking.progress import Progress
+from crawler.worker_parts import PartsOf
 
+# the module's name before embedded/, kept: users filter the log on it
 logger = logging.getLogger("crawler.local_processes")
 
 #: Seconds a shard waits on its inbox before it looks whether it is idle.
@@ -76,46 +80,89 @@ class _Stop:
 
 def run(
     crawl: dramatiq.Actor[Any, Any],
-    stores: Stores,
-    lifetimes: Lifetimes,
+    parts_of: PartsOf,
     seeds: seeder.Messages,
+    spec: CrawlSpec,
     *,
-    processes: int,
-    threads: int,
     output: RecordFile | None,
-    verbose: bool,
-    warc: Path | None = None,
     earlier: tuple[str, list[tuple[str, recrawl.Earlier]]] | None = None,
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,
     progress: Progress | None = None,
     items: ItemSink | None = None,
 ) -> int:
-    """Crawl from ``seeds`` (messages of ``crawl``) in ``processes`` processes sharing
-    ``threads`` threads (at least one each), until nothing is left: as
-    :func:`crawler.local_mode.run` does in one (its exit status, summary and errors:
+    """Crawl from ``seeds`` (messages of ``crawl``) in the ``spec``'s processes sharing
+    its threads (at least one each), each with the crawl's parts made of its own stores
+    (``parts_of``), until nothing is left: as
+    :func:`crawler.embedded.one_process.run` does in one (its exit status, summary and errors:
     :class:`DiskFull`, :class:`ItemSinkError`; :class:`ProcessLost` when a process
-    died).  ``warc`` is the ``--warc`` directory the messages name; ``earlier`` the
+    died).  The ``--warc`` directory is the one the messages name; ``earlier`` the
     crawl's id and its ``--recrawl-from`` pages, each kept by its shard."""
-    quiet = progress is not None
-    progress = Progress() if progress is None else progress
-    full = local_mode.NoRoom(None)
-    if not quiet:
-        level = logging.INFO if verbose else logging.WARNING
-        local_mode.log_through(progress, level, quiet=full.event)
-    keep = local_mode.keeper(progress, full, output, on_record, items)
+    full = one_process.NoRoom(None)
+    progress, quiet = one_process.progress_for(progress, spec, full)
+    keep = one_process.keeper(progress, full, output, on_record, items)
     context = multiprocessing.get_context("fork")  # the crawl as this process made it
-    shards = Shards.make(context, processes)
+    shards = Shards.make(context, spec.crawling_processes)
     shards.let_inboxes_go()
     messages = list(seeds)
+    store = _prepare_to_fork(context, messages)
+    whole = output is not None or on_record is not None
+    children = _fork_shards(
+        context, shards, crawl, parts_of, store, messages, spec, earlier, whole_records=whole
+    )
+    relay = _Relay(shards.results)  # started once every shard is forked
+    try:
+        interrupted, lost = _follow(shards, children, store, relay, keep, progress, full, stop)
+    except BaseException:  # a record that could not be kept (--output, on_record)
+        _tell_stop(shards, children, quick=True)
+        raise
+    finally:
+        _reap(children)
+        relay.close()
+        one_process.close_files(full, output, None, None, items)
+        if store is not None:
+            store.shutdown()
+    full.raise_what_stopped(progress)
+    if lost is not None:
+        progress.clear()
+        raise ProcessLost(lost)
+    return one_process.say_the_end(progress, None, interrupted=interrupted, quiet=quiet)
+
+
+def _prepare_to_fork(
+    context: ForkContext, messages: list[dramatiq.Message[Any]]
+) -> shared_store.SharedStore | None:
+    """What the shards share, made once before they are forked: the store of the keys
+    they share, started when the crawl has any (else None), and ``--same-site``'s suffix
+    list."""
     options = CrawlOptions.from_message(messages[0].kwargs.get("options")) if messages else None
     store = (
-        shared.start(context, die_with_parent)
+        shared_store.start(context, die_with_parent)
         if options is not None and _shares_keys(options)
         else None
     )
     if options is not None and options.allowed_sites:
         sites.prepare()  # --same-site's suffix list, built once for every shard
+    return store
+
+
+def _fork_shards(
+    context: ForkContext,
+    shards: Shards,
+    crawl: dramatiq.Actor[Any, Any],
+    parts_of: PartsOf,
+    store: shared_store.SharedStore | None,
+    messages: list[dramatiq.Message[Any]],
+    spec: CrawlSpec,
+    earlier: tuple[str, list[tuple[str, recrawl.Earlier]]] | None,
+    *,
+    whole_records: bool,
+) -> list[BaseProcess]:
+    """Start the ``spec``'s processes, one a shard, each with its seeds among
+    ``messages``, its share of the threads and of the ``earlier`` pages; ``whole_records``
+    when the records go on whole (to ``--output`` or ``on_record``), not only counted."""
+    processes, threads = spec.crawling_processes, spec.fetching_threads
+    warc = None if spec.options.warc is None else Path(spec.options.warc)
     children: list[BaseProcess] = []
     # What this process holds now (modules, the suffix list, the seeds) is never
     # collected in the shards: frozen at their fork, a shard's collections do not walk
@@ -127,9 +174,9 @@ def run(
             mine = [m for m in messages if owner_of(url_of(m), processes) == index]
             share = threads // processes + (index < threads % processes)  # the threads in all
             arguments = (
-                shards, index, crawl, stores, store, lifetimes, share, mine,
+                shards, index, crawl, parts_of, store, share, mine,
                 _of_shard(earlier, index, processes), warc, logging.getLogger().getEffectiveLevel(),
-                output is not None or on_record is not None,
+                whole_records,
             )  # fmt: skip
             child = context.Process(
                 target=_shard, name=f"crawler-shard-{index}", args=arguments, daemon=True
@@ -138,36 +185,22 @@ def run(
             children.append(child)
     finally:
         gc.unfreeze()
-    lost: str | None = None
-    interrupted = False
-    relay = _Relay(shards.results)  # started once every shard is forked
-    try:
-        interrupted, lost = _follow(shards, children, store, relay, keep, progress, full, stop)
-    except BaseException:  # a record that could not be kept (--output, on_record)
-        _tell_stop(shards, children, quick=True)
-        raise
-    finally:
-        for each in children:
-            each.join(STOP_GRACE)
-            if each.is_alive():
-                each.kill()
-                each.join()
-        relay.close()
-        local_mode.close_files(full, output, None, None, items)
-        if store is not None:
-            store.shutdown()
-    full.raise_what_stopped(progress)
-    if lost is not None:
-        progress.clear()
-        raise ProcessLost(lost)
-    if quiet:
-        return local_mode.exit_status(progress, interrupted=interrupted)
-    return local_mode.say_the_end(progress, None, interrupted=interrupted)
+    return children
+
+
+def _reap(children: list[BaseProcess]) -> None:
+    """Wait for each shard's process to end, killing those still alive after
+    :data:`STOP_GRACE` seconds."""
+    for each in children:
+        each.join(STOP_GRACE)
+        if each.is_alive():
+            each.kill()
+            each.join()
 
 
 def _shares_keys(options: CrawlOptions) -> bool:
-    """Whether the crawl has keys its shards share (:mod:`crawler.stores.shared`)."""
-    return options.obey_robots or options.sitemaps or any(
+    """Whether the crawl has keys its shards share (:mod:`crawler.embedded.shared_store`)."""
+    return options.obey_robots or options.sitemaps or options.auto_throttle or any(
         value is not None
         for value in (
             options.max_pages, options.max_pages_per_host, options.max_per_host,
@@ -189,11 +222,11 @@ def _of_shard(
 def _follow(
     shards: Shards,
     children: list[BaseProcess],
-    store: shared.SharedStore | None,
+    store: shared_store.SharedStore | None,
     relay: _Relay,
     keep: Callable[[Record, Any], None],
     progress: Progress,
-    full: local_mode.NoRoom,
+    full: one_process.NoRoom,
     stop: threading.Event | None,
 ) -> tuple[bool, str | None]:
     """Take in what the shards send until each said it ended, telling them to stop at
@@ -218,7 +251,7 @@ def _follow(
                     stopping, deadline = True, time.monotonic() + _stop_seconds()
             elif time.monotonic() > deadline or _all_gone(children, ended):
                 break  # what is left is killed
-            if not stopping and time.monotonic() - shown > local_mode.REFRESH_MS / 1000:
+            if not stopping and time.monotonic() - shown > one_process.REFRESH_MS / 1000:
                 progress.show()
                 shown = time.monotonic()
         except KeyboardInterrupt:
@@ -231,7 +264,7 @@ def _follow(
 
 
 def _stop_seconds() -> float:
-    return local_mode.STOP_TIMEOUT_MS / 1000 + STOP_GRACE
+    return one_process.STOP_TIMEOUT_MS / 1000 + STOP_GRACE
 
 
 class _Relay:
@@ -304,9 +337,9 @@ def _all_gone(children: list[BaseProcess], ended: set[int]) -> bool:
     return all(child.exitcode is not None for i, child in enumerate(children) if i not in ended)
 
 
-def _store_gone(store: shared.SharedStore | None) -> str | None:
+def _store_gone(store: shared_store.SharedStore | None) -> str | None:
     """The shared store's process ended: what became of it."""
-    process = None if store is None else shared.process_of(store)
+    process = None if store is None else shared_store.process_of(store)
     if process is None or process.exitcode is None:
         return None
     return f"the shared store's process (pid {process.pid}) ended with status {process.exitcode}"
@@ -323,9 +356,8 @@ def _shard(
     shards: Shards,
     index: int,
     crawl: dramatiq.Actor[Any, Any],
-    stores: Stores,
-    store: shared.SharedStore | None,
-    lifetimes: Lifetimes,
+    parts_of: PartsOf,
+    store: shared_store.SharedStore | None,
     threads: int,
     seeds: list[dramatiq.Message[Any]],
     earlier: tuple[str, list[tuple[str, recrawl.Earlier]]] | None,
@@ -343,27 +375,29 @@ def _shard(
     logging.basicConfig(level=level, handlers=[handler], force=True)
     try:
         if store is None:  # this shard's claims, counters and rate limits
-            stores.keep_in_memory(warc)
+            stores = Stores.in_memory(warc)
         else:  # and the keys all shards share
             remote = store.client()  # type: ignore[attr-defined]
-            stores.keep_in_memory(warc, shared.ShardClient(remote), shared.rates_of(store))
+            stores = Stores.in_memory(warc, shared_store.ShardClient(remote))
+        here = parts_of(stores)
+        lifetimes = here.lifetimes
         if earlier:  # the --recrawl-from pages of this shard, under the crawl's id
             with stores.memcache_pool.reserve() as client:
                 recrawl.load(client, earlier[0], earlier[1], lifetimes.grace)
         broker = ShardBroker(shards, index)
-        actor = local.serve(crawl, broker=broker).get_actor(crawl.actor_name)
-        _, worker = local_mode.workers(actor, None, threads)
+        actor = local.serve(crawl, here, broker=broker).get_actor(crawl.actor_name)
+        _, worker = one_process.workers(actor, None, threads)
         keep_books(broker, stores, lifetimes, also=outbox.keep, on_discover=outbox.discover)
         broker.emit_after("process_boot")
         worker.start()
         quick = True
         try:
-            local_mode.start_counting(stores, seeds, lifetimes)
+            one_process.start_counting(stores, seeds, lifetimes)
             for message in seeds:
                 broker.enqueue(message)
             quick = _serve(shards, index, broker, actor, stores, lifetimes, outbox)
         finally:
-            worker.stop(timeout=local_mode.STOP_TIMEOUT_MS if quick else 600_000)
+            worker.stop(timeout=one_process.STOP_TIMEOUT_MS if quick else 600_000)
         outbox.flush()
         shards.results.put(("ended", index))
     except BaseException:
@@ -429,7 +463,7 @@ class _Outbox:
 
     def keep(self, record: Record, message: Any) -> None:
         if not self.whole and "links" in record:  # the first process counts it only
-            record = {key: value for key, value in record.items() if key != "links"}
+            record = {key: value for key, value in record.items() if key != "links"}  # type: ignore[assignment]
         with self._lock:
             self._records.append(record)
             if len(self._records) >= BATCH or time.monotonic() - self._sent > SEND_EVERY:

@@ -27,8 +27,10 @@ from dramatiq.errors import RateLimitExceeded, Retry
 from dramatiq.middleware import SkipMessage
 
 from crawler.brokers.local import PriorityStubBroker
+from crawler.middleware.prompt_delays import DELAY_POLL_MS
 
-logger = logging.getLogger(__name__)
+# the module's name before embedded/, kept: users filter the log on it
+logger = logging.getLogger("crawler.brokers.local_worker")
 
 
 #: Seconds between two looks at the process's CPU (:class:`Concurrency`).
@@ -199,8 +201,8 @@ class LocalWorker:
     def _move_due(self) -> None:
         """Take the delayed messages in as they come; put each back on its queue when
         due (then acknowledge it on the delay queue, so that it is never in neither)."""
-        consumer = self.broker.consume(
-            dq_name(self.queue_name), prefetch=1_000_000, timeout=self.poll_ms
+        consumer = self.broker.consume(  # looks as often as a worker's (PromptDelays)
+            dq_name(self.queue_name), prefetch=1_000_000, timeout=min(self.poll_ms, DELAY_POLL_MS)
         )
         waiting: list[tuple[float, int, Any]] = []
         order = itertools.count()

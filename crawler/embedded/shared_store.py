@@ -1,9 +1,9 @@
 """``--local --processes N``: the few keys every shard of a crawl shares.
 
-A shard's claims, journal and counters are its own (:mod:`crawler.brokers.shards`), but
+A shard's claims, journal and counters are its own (:mod:`crawler.embedded.shards`), but
 some of a crawl's keys count across all its pages: the page budgets (``--max-pages``,
-``--max-pages-per-host``), each host's places (``--max-per-host``), its rate
-(``--max-rate``, a rate limiter's backend) and the payloads ``--warc`` kept (a copy is a
+``--max-pages-per-host``), each host's places (``--max-per-host``), its turns
+(``--max-rate``, ``Crawl-delay``) and the payloads ``--warc`` kept (a copy is a
 ``revisit``), and the robots.txt rules fetched (each host's fetched once).  Those
 live in one more process (a :class:`multiprocessing.managers.BaseManager`
 server), which each shard's :class:`ShardClient` asks for them; the rest stays in the
@@ -18,14 +18,11 @@ from multiprocessing.managers import BaseManager
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from dramatiq.rate_limits import RateLimiterBackend
-from dramatiq.rate_limits.backends import StubBackend
-
 from crawler.stores.memory import MemoryClient
 
 #: The names of a crawl's keys (``crawl:{id}:NAME``) the shards share, and the
 #: prefixes of the other keys they share: the WARC payloads', the robots.txt rules'.
-SHARED_NAMES = (":page-budget", ":host-budget:", ":slot:")
+SHARED_NAMES = (":page-budget", ":host-budget:", ":slot:", ":turn:", ":delay:")
 SHARED_PREFIXES = ("w:", "robots:")
 #: Seconds a shard keeps robots.txt rules it read from the shared store, unasked.
 ROBOTS_KEPT = 10.0
@@ -39,15 +36,11 @@ def shared(key: str) -> bool:
 
 
 class SharedStore(BaseManager):
-    """The process that keeps the shared keys (``client()``) and rates (``rates()``)."""
+    """The process that keeps the shared keys (``client()``)."""
 
 
 _CLIENT = MemoryClient()
-_RATES = StubBackend()
 SharedStore.register("client", callable=lambda: _CLIENT)
-SharedStore.register(
-    "rates", callable=lambda: _RATES, exposed=("add", "incr", "decr", "incr_and_sum", "wait")
-)
 
 
 def start(context: BaseContext, initializer: Callable[[], None] | None = None) -> SharedStore:
@@ -112,14 +105,19 @@ class ShardClient(MemoryClient):
     def touch(self, key: str, time: float) -> bool:
         return bool(self.remote.touch(key, time)) if shared(key) else super().touch(key, time)
 
+    def gets(self, key: str) -> tuple[Any, Any]:
+        if shared(key):
+            value, token = self.remote.gets(key)
+            return value, token
+        return super().gets(key)
+
+    def cas(self, key: str, value: Any, cas: Any, time: float = 0) -> bool:
+        if shared(key):
+            return bool(self.remote.cas(key, value, cas, time))
+        return super().cas(key, value, cas, time)
+
 
 def process_of(manager: SharedStore) -> BaseProcess | None:
     """The shared store's process (the manager keeps it as ``_process``), once started."""
     process: BaseProcess | None = getattr(manager, "_process", None)
     return process
-
-
-def rates_of(manager: SharedStore) -> RateLimiterBackend:
-    """The rate limiters' backend the shards share."""
-    rates: RateLimiterBackend = manager.rates()  # type: ignore[attr-defined]
-    return rates

@@ -17,7 +17,8 @@ from usp.web_client.abstract_client import LocalWebClient
 
 from crawler.errors import PermanentError
 
-logger = logging.getLogger(__name__)
+# The name it had before the module was renamed: users filter the log on it.
+logger = logging.getLogger("crawler.links.sitemaps")
 
 #: URLs taken from one sitemap at most: the protocol's own limit.
 MAX_URLS = 50_000

@@ -18,7 +18,8 @@ from crawler.errors import Answered, Deferred, PermanentError, TransientError, s
 from crawler.records import answered_record, skipped_record
 from crawler.stores.memcached import MemcachedError
 
-logger = logging.getLogger(__name__)
+# The name it had before the module was renamed: users filter the log on it.
+logger = logging.getLogger("crawler.failures")
 #: Characters of a URL a failure's log line shows at most (a real URL rarely has 2,000).
 SHOWN_IN_LOG = 4096
 P = ParamSpec("P")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import socket
@@ -23,27 +24,32 @@ from typing import TYPE_CHECKING, Any, TextIO
 import dramatiq
 import redis
 
-from crawler import local_mode, local_processes, rendering
+from crawler import rendering, worker_parts
 from crawler.archiving.warc import cut_partial_records
 from crawler.brokers import BROKER_ERRORS, local
 from crawler.crawl_spec import CrawlError as CrawlError
 from crawler.crawl_spec import CrawlSpec, SeedUrls
+from crawler.embedded import one_process, processes
 from crawler.environment import Lifetimes, broker_address, dedup_store_name, dedup_url, uses_redis
+from crawler.errors import why
 from crawler.frontier import politeness, recrawl
 from crawler.frontier.scope import message_of, priority
+from crawler.handlers import Handler
 from crawler.items.sinks import ItemSink, ItemSinkError, open_sink
 from crawler.options import CrawlOptions
 from crawler.records import Record, RecordFile
+from crawler.rendering import Renderer
 from crawler.stores import STORE_ERRORS, Stores
 from crawler.stores.memcached import MemcachedError
 from crawler.stores.saved import DiskFull, SavedClient, SavedState, StateInUse, no_room
 from crawler.tracking import seeder
 from crawler.tracking.progress import Progress
-from crawler.worker_parts import WorkerParts
+from crawler.worker_parts import PartsOf, WorkerParts
 
 if TYPE_CHECKING:
     from crawler.dashboard import Background
 
+# the module's name before embedded/, kept: users filter the log on it
 logger = logging.getLogger("crawler.running")
 
 #: What a service that does not answer raises in the seeder: pika lets a failed lookup
@@ -53,16 +59,19 @@ UNREACHABLE: tuple[type[BaseException], ...] = (*BROKER_ERRORS, *STORE_ERRORS, s
 
 def run(
     spec: CrawlSpec,
+    crawl: dramatiq.Actor[Any, Any],
     parts: WorkerParts,
     *,
+    handler: Handler | None = None,
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,
     progress: Progress | None = None,
 ) -> int:
-    """Seed the crawl ``spec`` describes for workers with the process's ``parts``, or run
-    it here (``--local``, with its ``--handler`` loaded into ``parts.handlers``; each
-    final record handed to ``on_record``, and stopped when ``stop`` is set); the exit
-    status.  With
+    """Seed the crawl ``spec`` describes for workers (messages of ``crawl``, with the
+    process's ``parts``), or run it here (``--local``, with parts of its own: its stores
+    in memory, its own browser, and its ``--handler`` beside the process's handlers,
+    ``handler`` when given, the API's function; each final record handed to
+    ``on_record``, and stopped when ``stop`` is set); the exit status.  With
     ``progress`` (the Python API's, ``--local`` only), the crawl is counted there and
     nothing is printed nor standard output redirected: what the command line would say
     is logged (``crawler.running``), the root logger left as its host configured it.
@@ -70,73 +79,70 @@ def run(
     write, a handler it cannot load, ``--output`` or ``--state`` it cannot open),
     before anything is sent."""
     try:
-        return _run(spec, parts, on_record, stop, progress)
+        earlier = _earlier_records(spec)  # --recrawl-from, checked whole before anything is sent
+        seeds = seed_messages(crawl, spec.seed_urls, spec.options)
+        if not spec.local:
+            return _seed(spec, crawl, parts, seeds, earlier, progress)
+        _make_warc_directory(spec.options.warc)
+        renderer = Renderer(parts.renderer.pages, parts.renderer.restart_after)  # its own
+        try:
+            parts_of = _local_parts(spec, parts, handler, renderer)
+            return _run_locally(spec, crawl, parts_of, seeds, on_record, stop, progress, earlier)
+        finally:
+            renderer.close()  # its browser, if a page started one: none outlives the crawl
     finally:
         if spec.seed_file is not None:
             spec.seed_file.close()  # standard input's copy: deleted
 
 
-def _run(
+def _seed(
     spec: CrawlSpec,
+    crawl: dramatiq.Actor[Any, Any],
     parts: WorkerParts,
-    on_record: Callable[[Record], None] | None,
-    stop: threading.Event | None,
+    seeds: seeder.Messages,
+    earlier: list[tuple[str, recrawl.Earlier]] | None,
     progress: Progress | None,
 ) -> int:
-    crawl, stores, lifetimes, handlers = parts.crawl, parts.stores, parts.lifetimes, parts.handlers
-    crawl_options = spec.options
-    earlier = _earlier_records(spec)  # --recrawl-from, checked whole before anything is sent
-    if spec.local:
-        _make_warc_directory(crawl_options.warc)
-    seeds = seed_messages(crawl, spec.seed_urls, crawl_options)
-    if crawl_options.breadth_first and uses_redis() and not spec.local:
+    """The crawl seeded for workers (and with ``--wait`` followed): its ``--recrawl-from``
+    pages kept in their store first."""
+    if spec.options.breadth_first and uses_redis():
         print(
             "note: --breadth-first orders messages on RabbitMQ and with --local; Redis keeps"
             " them in arrival order",
             file=sys.stderr,
         )
-    if not spec.local:
-        try:
-            status = reach_services(
-                lambda: _keep_earlier(stores, crawl_options, earlier, lifetimes)
-            )
-            return status or _seed_for_workers(spec, crawl, stores, lifetimes, seeds)
-        except ItemSinkError as e:  # opening it
-            return _sink_failed(e, progress)
-    handler = crawl_options.handler
-    if handler is not None and handler not in handlers.names:
-        try:
-            handlers.load(handler)
-        except ValueError as e:
-            raise CrawlError(f"--handler {handler}: {e}") from e
-    if crawl_options.render:
+    stores, lifetimes = parts.stores, parts.lifetimes
+    try:
+        status = reach_services(lambda: _keep_earlier(stores, spec.options, earlier, lifetimes))
+        return status or _seed_for_workers(spec, crawl, stores, lifetimes, seeds)
+    except ItemSinkError as e:  # opening it
+        return _stopped(f"{e}; the crawl stopped", progress)
+
+
+def _local_parts(
+    spec: CrawlSpec, parts: WorkerParts, handler: Handler | None, renderer: Renderer
+) -> PartsOf:
+    """A ``--local`` crawl's parts but its stores (made where its broker is: a shard's
+    process makes its own): the process's bounds, the process's handlers and the
+    crawl's own, its ``renderer``.  A :class:`CrawlError` for a handler that cannot
+    be loaded, or ``--render`` where no browser can run."""
+    name = spec.options.handler
+    try:
+        handlers = parts.handlers.with_handler(name, handler)
+    except ValueError as e:
+        raise CrawlError(f"--handler {name}: {e}") from e
+    if spec.options.render:
         try:
             rendering.check()  # no Chromium or no Playwright: refused before anything is sent
         except rendering.CannotRender as e:
             raise CrawlError(str(e)) from e
-    try:
-        return _run_locally(
-            spec, crawl, stores, lifetimes, seeds, on_record, stop, progress, earlier
-        )
-    except DiskFull as e:
-        again = (
-            "run the same command to carry on" if spec.state is not None else "run the crawl again"
-        )
-        if progress is not None:
-            logger.error("crawler: %s: free some space, then %s", e, again)
-            return 1
-        print(f"crawler: {e}: free some space, then {again}", file=sys.stderr, flush=True)
-        return 1
-    except ItemSinkError as e:
-        return _sink_failed(e, progress)
-    except local_processes.ProcessLost as e:  # killed, or failed: the crawl stopped
-        if progress is not None:
-            logger.error("crawler: %s; the crawl stopped", e)
-        else:
-            print(f"crawler: {e}; the crawl stopped", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        parts.renderer.close()  # its browser, if a page started one: none outlives the crawl
+    return functools.partial(
+        worker_parts.build,
+        limits=parts.limits,
+        lifetimes=parts.lifetimes,
+        handlers=handlers,
+        renderer=renderer,
+    )
 
 
 def _earlier_records(spec: CrawlSpec) -> list[tuple[str, recrawl.Earlier]] | None:
@@ -164,12 +170,13 @@ def _keep_earlier(
     return 0
 
 
-def _sink_failed(error: ItemSinkError, progress: Progress | None) -> int:
-    """``--items``' sink could not be opened or written: one line, exit status 1."""
+def _stopped(why: str, progress: Progress | None) -> int:
+    """What stopped the crawl (or never let it start), one line: logged for the API's
+    (``progress``), else on standard error; exit status 1."""
     if progress is not None:
-        logger.error("crawler: %s; the crawl stopped", error)
+        logger.error("crawler: %s", why)
     else:
-        print(f"crawler: {error}; the crawl stopped", file=sys.stderr, flush=True)
+        print(f"crawler: {why}", file=sys.stderr, flush=True)
     return 1
 
 
@@ -241,63 +248,75 @@ def _seed_for_workers(
 def _run_locally(
     spec: CrawlSpec,
     crawl: dramatiq.Actor[Any, Any],
-    stores: Stores,
-    lifetimes: Lifetimes,
+    parts_of: PartsOf,
     seeds: seeder.Messages,
     on_record: Callable[[Record], None] | None,
     stop: threading.Event | None,
     progress: Progress | None = None,
     earlier: list[tuple[str, recrawl.Earlier]] | None = None,
 ) -> int:
-    """``--local``: the crawl in this process, its ``--state`` kept on disk, by actors
-    of its own on a broker of its own (:func:`crawler.brokers.local.serve`: ``crawl``
-    is not rebound).  Raises :class:`DiskFull` when a disk it writes to has no room
-    left; with ``progress`` (the API's), nothing printed."""
+    """``--local``: the crawl in this process (or in ``--processes``), on the exit
+    status; a broker that cannot keep its state, or a disk full, said in one line."""
+    try:
+        return _crawl_here(spec, crawl, parts_of, seeds, on_record, stop, progress, earlier)
+    except DiskFull as e:
+        again = (
+            "run the same command to carry on" if spec.state is not None else "run the crawl again"
+        )
+        return _stopped(f"{e}: free some space, then {again}", progress)
+    except (ItemSinkError, processes.ProcessLost) as e:  # a process killed, or failed
+        return _stopped(f"{e}; the crawl stopped", progress)
+
+
+def _crawl_here(
+    spec: CrawlSpec,
+    crawl: dramatiq.Actor[Any, Any],
+    parts_of: PartsOf,
+    seeds: seeder.Messages,
+    on_record: Callable[[Record], None] | None,
+    stop: threading.Event | None,
+    progress: Progress | None,
+    earlier: list[tuple[str, recrawl.Earlier]] | None,
+) -> int:
+    """The crawl, its ``--state`` kept on disk, by actors of its own on a broker of its
+    own (:func:`crawler.brokers.local.serve`: ``crawl`` is not rebound) that crawl with
+    its own parts: claims, counters and rate limits in this process, not in Memcached;
+    WARC files in the directory the command line named (the one its messages name).
+    Raises :class:`DiskFull` when a disk it writes to has no room left; with
+    ``progress`` (the API's), nothing printed."""
     crawl_options = spec.options
     saved = None
     if spec.state is not None:
         saved, seeds = open_state(spec, seeds)
     output, items = _open_files(spec, saved)
-    local_crawl = local.serve(crawl, saved).get_actor(crawl.actor_name)
-    said = _said(spec)
     quiet = progress is not None  # the API's: sys.stdout is its host's
+    warc = None if crawl_options.warc is None else Path(crawl_options.warc)
     with (
-        contextlib.nullcontext() if quiet else contextlib.redirect_stdout(said),
+        contextlib.nullcontext() if quiet else contextlib.redirect_stdout(_said(spec)),
         contextlib.ExitStack() as dashboard,
     ):
-        # --local: claims, counters and rate limits in this process, not in Memcached;
-        # WARC files in the directory the command line named (the one its messages name).
-        warc = None if crawl_options.warc is None else Path(crawl_options.warc)
         if spec.crawling_processes > 1:  # one shard of the crawl a process
-            return local_processes.run(
-                crawl, stores, lifetimes, seeds, processes=spec.crawling_processes,
-                threads=spec.fetching_threads, output=output, verbose=spec.verbose, warc=warc,
+            return processes.run(
+                crawl, parts_of, seeds, spec, output=output,
                 earlier=None if not earlier else (str(crawl_options.crawl_id), earlier),
                 on_record=on_record, stop=stop, progress=progress, items=items,
             )  # fmt: skip
         if saved is not None and warc is not None and warc.is_dir():
             cut_partial_records(warc)  # a record the interruption cut short
-        stores.keep_in_memory(warc, None if saved is None else SavedClient(saved))
-        _keep_earlier(stores, crawl_options, earlier, lifetimes)
+        here = parts_of(Stores.in_memory(warc, None if saved is None else SavedClient(saved)))
+        _keep_earlier(here.stores, crawl_options, earlier, here.lifetimes)
+        local_crawl = local.serve(crawl, here, saved).get_actor(crawl.actor_name)
         served = None
-        if spec.dashboard is not None:  # reads the stores just chosen
-            served = show_dashboard(stores, local_crawl, spec.dashboard, crawl_options, quiet=quiet)
+        if spec.dashboard is not None:  # reads the crawl's own stores
+            served = show_dashboard(
+                here.stores, local_crawl, spec.dashboard, crawl_options, quiet=quiet
+            )
             dashboard.callback(served.close)
-        status = local_mode.run(
-            local_crawl,
-            stores,
-            lifetimes,
-            seeds,
-            threads=spec.fetching_threads,
-            output=output,
-            verbose=spec.verbose,
-            saved=saved,
-            on_record=on_record,
-            stop=stop,
-            warc_files=None if warc is None else stores.warc_files,
-            progress=progress,
-            items=items,
-        )
+        status = one_process.run(
+            local_crawl, here.stores, here.lifetimes, seeds, spec, output=output, saved=saved,
+            on_record=on_record, stop=stop, progress=progress, items=items,
+            warc_files=None if warc is None else here.stores.warc_files,
+        )  # fmt: skip
         if served is not None and status != 130:  # 130: interrupted, the command stops
             _dashboard_stays(served, crawl_options, quiet=quiet)
         return status
@@ -356,21 +375,6 @@ def reach_services(command: Callable[[], int]) -> int:
         where = dedup_store_name() if store else broker_address()
         print(f"error: cannot reach {where}: {why(e)} ({_service_hint(store)})", file=sys.stderr)
         return 1
-
-
-def why(error: BaseException) -> str:
-    """What went wrong, never empty: pika's connection errors often say nothing
-    themselves, their cause does (the first of the chain with words, else its type)."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if str(cause).strip():
-            return f"{type(cause).__name__}: {cause}"
-        inner = [cause.__cause__, cause.__context__, getattr(cause, "exception", None)]
-        inner += [a for a in cause.args if isinstance(a, BaseException)]
-        cause = next((e for e in inner if isinstance(e, BaseException)), None)
-    return f"{type(error).__name__} (no reason given: is anything listening there?)"
 
 
 def _service_hint(store: bool) -> str:
@@ -446,8 +450,8 @@ def open_state(spec: CrawlSpec, seeds: seeder.Messages) -> tuple[SavedState, see
     except (OSError, sqlite3.Error) as e:
         raise CrawlError(f"cannot keep --state in {str(spec.state)!r}: {e}") from e
     try:
-        return saved, local_mode.seeds_to_send(saved, seeds, the_command)
-    except local_mode.AnotherCrawl as e:
+        return saved, one_process.seeds_to_send(saved, seeds, the_command)
+    except one_process.AnotherCrawl as e:
         saved.close()
         raise CrawlError(str(e)) from e
     except BaseException:  # no room to save the command, say

@@ -1,0 +1,165 @@
+"""A host's turns (``--max-rate``, ``Crawl-delay``, ``--auto-throttle``): taken from
+one schedule in the crawl's store, each once, ``interval`` apart, by every thread; and
+``--auto-throttle``'s delay, slower at once and faster again slowly."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any
+
+import pytest
+
+from crawler.errors import ServerBusy
+from crawler.frontier import politeness
+from crawler.frontier.politeness import Pace, adapted, next_turn, pace_of, turn_interval
+from crawler.options import CrawlOptions
+from crawler.stores.memory import MemoryClient
+
+
+def test_threads_take_turns_of_one_schedule_each_once_and_interval_apart() -> None:
+    client, now = MemoryClient(), 1000.0
+    taken: list[float | None] = []
+    lock = threading.Lock()
+
+    def take(count: int) -> None:
+        for _ in range(count):
+            turn = next_turn(client, "crawl:c:turn:h", 0.1, now)
+            with lock:
+                taken.append(turn)
+
+    threads = [threading.Thread(target=take, args=(25,)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert None not in taken
+    assert sorted(t for t in taken if t is not None) == pytest.approx(
+        [now + 0.1 * i for i in range(200)]
+    )
+
+
+def test_a_host_idle_since_its_last_turn_has_one_now_and_the_next_an_interval_on() -> None:
+    client = MemoryClient()
+    assert next_turn(client, "k", 0.5, 100.0) == 100.0
+    assert next_turn(client, "k", 0.5, 100.0) == pytest.approx(100.5)
+    assert next_turn(client, "k", 0.5, 200.0) == 200.0  # idle: no turn kept from the past
+    assert next_turn(client, "k", 0.5, 200.0) == pytest.approx(200.5)
+
+
+def test_turns_are_not_taken_further_ahead_than_turn_ahead() -> None:
+    client, interval = MemoryClient(), 60.0
+    ahead = int(politeness.TURN_AHEAD / interval)
+    turns = [next_turn(client, "k", interval, 0.0) for _ in range(ahead + 1)]
+    assert turns[-1] == pytest.approx(politeness.TURN_AHEAD)
+    assert next_turn(client, "k", interval, 0.0) is None  # none within reach: ask later
+
+
+def test_the_slowest_of_rate_crawl_delay_and_auto_throttle_sets_the_interval() -> None:
+    assert turn_interval(CrawlOptions(), None) is None
+    assert turn_interval(CrawlOptions(max_rate=10), None) == pytest.approx(0.1)
+    assert turn_interval(CrawlOptions(max_rate=10), 2.0) == pytest.approx(2.0)
+    assert turn_interval(CrawlOptions(max_rate=10), None, 0.3) == pytest.approx(0.3)
+    assert turn_interval(CrawlOptions(max_rate=10), None, 0.01) == pytest.approx(0.1)  # floor
+    assert turn_interval(CrawlOptions(), None, 0.01) == pytest.approx(0.01)
+
+
+def test_auto_throttle_is_slower_at_once_and_faster_again_slowly() -> None:
+    fresh, careful = Pace(0.1), Pace(0.1, careful=True)
+    assert adapted(fresh, 0.5) == Pace(0.5)  # a slower server: its latency at once
+    assert adapted(fresh, None, slower=True) == Pace(0.2, careful=True)  # a 429, a failure
+    assert adapted(Pace(40.0), None, slower=True).delay == politeness.AUTO_MAX
+    assert adapted(fresh, 0.002).delay == pytest.approx(0.051)  # before any 429: halfway
+    assert adapted(careful, 0.002).delay == pytest.approx(0.1 * (1 - politeness.AUTO_FASTER))
+    assert adapted(Pace(0.00101, True), 0.001).delay == 0.001  # never below the latency
+    pace, answers = Pace(0.2, careful=True), 0
+    while pace.delay > 0.1:  # from half the rate back to it, once a server refused
+        pace, answers = adapted(pace, 0.001), answers + 1
+    assert 60 <= answers <= 75
+    assert Pace.read(Pace(0.0123, True).written()) == Pace(0.0123, True)
+    assert Pace.read(None) == Pace(politeness.AUTO_START, False)
+
+
+def test_per_ip_paces_the_hosts_of_one_address_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    addresses = {"a.test": "192.0.2.1", "b.test": "192.0.2.1", "c.test": "192.0.2.2"}
+
+    def getaddrinfo(host: str, *_: object, **__: object) -> list[tuple[Any, ...]]:
+        if host not in addresses:
+            raise socket.gaierror(host)
+        return [(0, 0, 0, "", (addresses[host], 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    politeness.address_of.cache_clear()
+    by_ip, by_host = CrawlOptions(per_ip=True), CrawlOptions()
+    try:
+        assert pace_of("http://a.test/x", by_ip) == pace_of("http://b.test:8080/y", by_ip)
+        assert pace_of("http://a.test/x", by_ip) != pace_of("http://c.test/", by_ip)
+        assert pace_of("http://a.test/x", by_host) == "a.test"
+        assert pace_of("http://nowhere.invalid/", by_ip) == "nowhere.invalid"  # unresolved
+    finally:
+        politeness.address_of.cache_clear()
+
+
+def test_each_answer_faster_than_the_delay_is_kept_for_every_worker() -> None:
+    from crawler.stores.memory import MemoryPool
+
+    pool, options = MemoryPool(MemoryClient()), CrawlOptions(crawl_id="c", auto_throttle=True)
+    key = politeness.delay_key("c", pace_of("http://h.test/", options))
+    pace = Pace(0.1, careful=True)
+    with pool.reserve() as client:
+        client.set(key, pace.written())  # a host that once asked the crawl to slow down
+    for _ in range(3):
+        turn = politeness.HostTurn(pool, "http://h.test/", options, "h.test", adaptive=pace)
+        with turn:
+            turn.answered(0.001)
+        with pool.reserve() as client:
+            kept = Pace.read(client.get(key))
+        assert kept.careful
+        assert kept.delay == pytest.approx(pace.delay * (1 - politeness.AUTO_FASTER), rel=1e-5)
+        pace = kept
+
+
+def test_a_slower_answer_is_not_undone_by_a_faster_one_that_read_the_pace_before_it() -> None:
+    from crawler.stores.memory import MemoryPool
+
+    pool, options = MemoryPool(MemoryClient()), CrawlOptions(crawl_id="c", auto_throttle=True)
+    key = politeness.delay_key("c", "h.test")
+    read_before = Pace(0.05, careful=True)
+    with pool.reserve() as client:
+        client.set(key, read_before.written())
+    slow, fast = (
+        politeness.HostTurn(pool, "http://h.test/", options, "h.test", adaptive=read_before)
+        for _ in range(2)
+    )
+    with pytest.raises(ServerBusy), slow:  # a 429: the pace doubles
+        raise ServerBusy("HTTP 429 Too Many Requests", 1000)
+    with fast:  # read the pace before the 429, answered quickly after it
+        fast.answered(0.001)
+    with pool.reserve() as client:
+        kept = Pace.read(client.get(key))
+    assert kept.delay == pytest.approx(0.1 * (1 - politeness.AUTO_FASTER), rel=1e-5)
+
+
+def test_a_worker_s_consumers_look_for_due_turns_every_tenth_of_a_second() -> None:
+    """Dramatiq's worker puts delayed messages back when its consumer wakes (a second
+    by default): with PromptDelays its consumers wake every 0.1 s, its threads as before."""
+    import dramatiq
+    from dramatiq.brokers.stub import StubBroker
+
+    from crawler.middleware import PromptDelays
+    from crawler.middleware.prompt_delays import DELAY_POLL_MS
+
+    broker = StubBroker()
+    broker.add_middleware(PromptDelays())
+    broker.declare_queue("turns")
+    worker = dramatiq.Worker(broker, worker_timeout=1000, worker_threads=2)
+    worker.start()
+    try:
+        assert worker.consumers, "no consumer started"
+        assert {c.worker_timeout for c in worker.consumers.values()} == {DELAY_POLL_MS}
+        assert {thread.timeout for thread in worker.workers} == {1.0}
+        assert worker.worker_timeout == 1000
+    finally:
+        worker.stop()
+        broker.close()
