@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import dramatiq
@@ -17,6 +18,7 @@ import pytest
 
 from crawler.brokers.local import PriorityStubBroker
 from crawler.embedded.worker import Concurrency, LocalWorker
+from crawler.stores.saved import SavedState
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES
 from tests.workers import PROJECT_ROOT, environment
@@ -48,6 +50,37 @@ def test_a_failing_message_is_retried_when_due_and_one_that_gives_up_is_dead_let
     assert [m.args for m in broker.dead_letters] == [("never",)]
     assert threads <= {"crawler-worker-0", "crawler-worker-1"}
     assert broker.outstanding == 0
+
+
+def test_a_saved_message_resent_with_a_delay_is_not_kept_beside_itself(tmp_path: Path) -> None:
+    # --state: a page in hand at a kill, crawled again, resends the links it claimed
+    # (delayed); a link whose message is queued or in hand already is not kept twice,
+    # else both copies would fetch the page.  Once the first is acknowledged, a resend
+    # is kept (its page may have been lost between its claim and its send).
+    saved = SavedState(tmp_path)
+    broker = PriorityStubBroker(saved)
+    try:
+        broker.declare_queue("q")
+        message = dramatiq.Message(
+            queue_name="q", actor_name="a", args=("u",), kwargs={}, options={}
+        )
+        broker.enqueue(message)
+        broker.enqueue(message, delay=10)  # the resent copy
+        assert broker.outstanding == 1
+        assert [m.message_id for m in broker.kept()] == [message.message_id]
+        consumer = broker.consume("q", timeout=100)
+        taken = next(consumer)
+        broker.enqueue(message, delay=10)  # resent while the first is in hand
+        assert broker.outstanding == 1
+        consumer.ack(taken)
+        assert broker.kept() == []
+        broker.enqueue(message, delay=10)
+        assert [m.message_id for m in broker.kept()] == [message.message_id]
+        retry = message.copy(options={"retries": 1})  # another attempt: kept beside it
+        broker.enqueue(retry, delay=10)
+        assert len(broker.kept()) == 2
+    finally:
+        saved.close()
 
 
 def test_stop_leaves_what_was_not_taken_in_the_broker() -> None:

@@ -54,9 +54,11 @@ class PriorityStubBroker(StubBroker):
         if self.saved is not None:
             row = self.saved.new_row()
             message = message.copy(options={SAVED_ROW: row})
-            queue = message.queue_name if delay is None else dq_name(message.queue_name)
+            # Delayed or not, one attempt: a link resent after an interrupted try
+            # (:func:`crawler.frontier.claims.send_claimed`, delayed) is not kept beside
+            # its message queued or in hand, which would fetch the page beside it.
             counts = [message.options.get(n, 0) for n in ("retries", "deferrals", "pauses")]
-            attempt = f"{message.message_id} {queue} {counts}"
+            attempt = f"{message.message_id} {message.queue_name} {counts}"
             if not self.saved.put_message(row, attempt, message.encode()):
                 return message  # that attempt waits already: once is enough
         return self._put(message, delay)
