@@ -61,7 +61,7 @@ def test_a_saved_message_resent_with_a_delay_is_not_kept_beside_itself(tmp_path:
     broker = PriorityStubBroker(saved)
     try:
         broker.declare_queue("q")
-        message = dramatiq.Message(
+        message: dramatiq.Message[Any] = dramatiq.Message(
             queue_name="q", actor_name="a", args=("u",), kwargs={}, options={}
         )
         broker.enqueue(message)
