@@ -68,6 +68,9 @@ def test_a_saved_message_resent_with_a_delay_is_not_kept_beside_itself(tmp_path:
         broker.enqueue(message, delay=10)  # the resent copy
         assert broker.outstanding == 1
         assert [m.message_id for m in broker.kept()] == [message.message_id]
+        delayed = broker.consume("q.DQ", timeout=100)
+        due = next(delayed)  # the first copy was never delayed: the queue's is taken
+        assert due is None
         consumer = broker.consume("q", timeout=100)
         taken = next(consumer)
         broker.enqueue(message, delay=10)  # resent while the first is in hand
@@ -76,6 +79,15 @@ def test_a_saved_message_resent_with_a_delay_is_not_kept_beside_itself(tmp_path:
         assert broker.kept() == []
         broker.enqueue(message, delay=10)
         assert [m.message_id for m in broker.kept()] == [message.message_id]
+        # Due, the delayed one is moved to its queue (put there, then acknowledged on
+        # the delay queue): not a copy of itself.
+        moved = next(delayed)
+        back = moved._message.copy(queue_name="q")
+        back.options.pop("eta", None)
+        broker.enqueue(back)
+        assert len(broker.kept()) == 2
+        delayed.ack(moved)
+        assert [m.queue_name for m in broker.kept()] == ["q"]
         retry = message.copy(options={"retries": 1})  # another attempt: kept beside it
         broker.enqueue(retry, delay=10)
         assert len(broker.kept()) == 2

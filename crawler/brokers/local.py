@@ -52,6 +52,9 @@ class PriorityStubBroker(StubBroker):
         """As ``StubBroker.enqueue`` does, the message kept as it is rather than encoded
         (the process that sends it reads it: three JSON passes a message saved)."""
         if self.saved is not None:
+            # A delayed message due, moved to its queue, leaves its row in the delay
+            # queue once it is on the queue: not a copy of itself.
+            moving = message.options.get(SAVED_ROW) if delay is None else None
             row = self.saved.new_row()
             message = message.copy(options={SAVED_ROW: row})
             # Delayed or not, one attempt: a link resent after an interrupted try
@@ -59,7 +62,7 @@ class PriorityStubBroker(StubBroker):
             # its message queued or in hand, which would fetch the page beside it.
             counts = [message.options.get(n, 0) for n in ("retries", "deferrals", "pauses")]
             attempt = f"{message.message_id} {message.queue_name} {counts}"
-            if not self.saved.put_message(row, attempt, message.encode()):
+            if not self.saved.put_message(row, attempt, message.encode(), moving):
                 return message  # that attempt waits already: once is enough
         return self._put(message, delay)
 

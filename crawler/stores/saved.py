@@ -223,14 +223,15 @@ class SavedState:
         with self._lock:
             return next(self._rows)
 
-    def put_message(self, row: int, attempt: str, body: bytes) -> bool:
+    def put_message(self, row: int, attempt: str, body: bytes, moving: int | None = None) -> bool:
         """Keep a message under ``row``, unless one of the same ``attempt`` (its id, queue
-        and retry, deferral and pause counts) waits already: whether it was kept."""
+        and retry, deferral and pause counts) waits already, other than the row it is
+        ``moving`` from (a delayed message put on its queue): whether it was kept."""
         with self._lock, self._writing():
             kept = self._db.execute(
                 "INSERT INTO messages SELECT ?, ?, ?"
-                " WHERE NOT EXISTS (SELECT 1 FROM messages WHERE attempt = ?)",
-                (row, attempt, body, attempt),
+                " WHERE NOT EXISTS (SELECT 1 FROM messages WHERE attempt = ? AND row != ?)",
+                (row, attempt, body, attempt, -1 if moving is None else moving),
             )
             return kept.rowcount == 1
 
