@@ -143,7 +143,11 @@ class UsersData:
                     found = True
             channel.close()  # what is not acknowledged goes back to the queue, as it was
             if self.created_queue:
-                connection.channel().queue_delete(QUEUE, if_empty=True)
+                try:
+                    connection.channel().queue_delete(QUEUE, if_empty=True)
+                except pika.exceptions.ChannelClosedByBroker as e:
+                    if e.reply_code != 406:  # not empty: another run's or user's now, left
+                        raise
         finally:
             if connection.is_open:
                 connection.close()
