@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from crawler.handlers import Handlers, page_of, requests_followed
+from crawler.fetching import Fetched, is_html
+from crawler.handlers import Handlers, page_of, requests_followed, takes
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
 
 
 class HandlerStage(Stage):
-    """Give an HTML page to the crawl's page handler (one this worker loaded, else the
-    message is invalid) and take what it made of it: its data and items for the record,
-    the requests it asks to follow besides the page's links.
+    """Give an HTML page, or a response of a content type it asked for (a JSON API's),
+    to the crawl's page handler (one this worker loaded, else the message is invalid)
+    and take what it made of it: its data and items for the record, the requests it
+    asks to follow besides the page's links.  A response it takes that is not HTML is
+    a page crawled without links of its own (its body is read: ``visit.content``).
 
     Parameters:
       handlers(Handlers): The page handlers the worker loaded.
@@ -22,6 +25,12 @@ class HandlerStage(Stage):
     def before_claim(self, visit: PageVisit) -> None:
         visit.handler = self.handlers.chosen(visit.crawl_options.handler)
 
+    def after_response(self, visit: PageVisit, fetched: Fetched) -> None:
+        handler, response = visit.handler, fetched.response
+        if handler is None or visit.unchanged is not None or is_html(response):
+            return
+        visit.takes_content = takes(handler, visit.label, response.headers.get("Content-Type"))
+
     def on_page(self, visit: PageVisit) -> None:
         if visit.handler is None or visit.body is None:
             return
@@ -29,6 +38,9 @@ class HandlerStage(Stage):
         visit.page = page_of(visit.url, visit.response, visit.body, visit.label, visit.data, dom)
 
     def on_links(self, visit: PageVisit) -> None:
+        if visit.content is not None:  # not HTML: given to the handler as it is
+            visit.page = page_of(visit.url, visit.response, visit.content, visit.label, visit.data)
+            visit.anchors = []  # crawled, its links the handler's requests
         if visit.handler is not None and visit.page is not None:
             options = visit.crawl_options
             seconds = self.handlers.timeout_for(

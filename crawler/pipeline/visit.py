@@ -49,6 +49,9 @@ class PageVisit:
       unchanged(Earlier|None): ``earlier``, when the server answered ``304``.
       fetched(Fetched|None): The response, once its headers are in.
       body(bytes|None): An HTML page's body, once read (None for anything else).
+      takes_content(bool): The crawl's handler takes this response though it is not
+        HTML (its content type is one the handler asked for): its body is read.
+      content(bytes|None): That response's body, once read.
       stored(Stored|None): Where ``--warc`` kept the response.
       rendered(Rendered|None): The page as headless Chromium rendered it (``--render``).
       page(Page|None): What the handler is given of the page.
@@ -86,6 +89,8 @@ class PageVisit:
     unchanged: Earlier | None = None
     fetched: Fetched | None = None
     body: bytes | None = None
+    takes_content: bool = False
+    content: bytes | None = None
     stored: Stored | None = None
     rendered: Rendered | None = None
     page: Page | None = None
@@ -129,6 +134,12 @@ class PageVisit:
         """The response (only once it came)."""
         assert self.fetched is not None, "no response yet"
         return self.fetched.response
+
+    @property
+    def not_html(self) -> bool:
+        """Upstream's "not HTML": no HTML body was read, no earlier links stand for it
+        (a ``304``), and no handler takes its content."""
+        return self.body is None and self.anchors is None and self.content is None
 
     @property
     def record(self) -> Record:
