@@ -5,7 +5,7 @@ API's answers; a module of their own, which workers import without the tests'.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
 from crawler.handlers import Page, Request, Router, content_types
@@ -14,7 +14,7 @@ router = Router()
 
 
 @router.default
-def listing(page: Page) -> Iterator[Any]:
+def listing(page: Page) -> Generator[Any, None, dict[str, Any]]:
     """The shop's front page, as a Scrapy callback: items and requests in any order,
     its data returned."""
     for n, a in enumerate(page.tree.css("a.product")):
