@@ -142,3 +142,31 @@ def test_workers_run_generator_async_and_json_handlers(
         assert workers.stop() == 0
     assert done.returncode == 0, done.stderr[-2000:]
     check_shop(site, output)
+
+
+def test_the_json_api_example_yields_every_product_of_every_page_once(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    site.pages["/"] = SitePage(b'<a class="api" href="/api/products?page=1">API</a>')
+    for n in range(1, API_PAGES + 1):
+        answer: dict[str, Any] = {
+            "products": [
+                {"sku": f"{n}-{k}", "name": f"Product {n}-{k}", "price": n + k / 10}
+                for k in range(4)
+            ],
+            "next": f"/api/products?page={n + 1}" if n < API_PAGES else None,
+        }
+        site.pages[f"/api/products?page={n}"] = SitePage(
+            json.dumps(answer).encode(), content_type="application/json; charset=utf-8"
+        )
+    items = tmp_path / "products.jsonl"
+    done = seed(
+        environment(), site.url("/"), "--local", "--handler", "examples.json_api:router",
+        "--items", str(items),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in items.read_text().splitlines()]
+    assert sorted(line["item"]["sku"] for line in lines) == sorted(
+        f"{n}-{k}" for n in range(1, API_PAGES + 1) for k in range(4)
+    )
+    assert f"{API_PAGES * 4} items" in done.stdout
