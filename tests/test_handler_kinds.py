@@ -17,7 +17,7 @@ from tests import yield_handlers
 from tests.site_server import Page as SitePage
 from tests.site_server import SiteServer
 from tests.support import FAST_FAILURES, read_records
-from tests.workers import WorkerProcesses, environment, seed
+from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
 
 ROUTER = "tests.yield_handlers:router"
 PRODUCTS = 3
@@ -170,3 +170,10 @@ def test_the_json_api_example_yields_every_product_of_every_page_once(
         f"{n}-{k}" for n in range(1, API_PAGES + 1) for k in range(4)
     )
     assert f"{API_PAGES * 4} items" in done.stdout
+
+
+def test_the_guide_shows_the_json_api_example_s_code_as_it_is() -> None:
+    guide = (PROJECT_ROOT / "docs" / "extracting.md").read_text()
+    block = guide.split('```python\n@router.default  # the seed: an HTML page that names')[1]
+    code = "@router.default  # the seed: an HTML page that names" + block.split("```")[0]
+    assert code in (PROJECT_ROOT / "examples" / "json_api.py").read_text()
