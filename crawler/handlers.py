@@ -189,6 +189,7 @@ class Handled:
 #: the module says, or yields it, or is ``async``.
 Handler = Callable[[Page], Any]
 
+
 def content_types(*patterns: str) -> Callable[[Handler], Handler]:
     """A decorator: the handler is given, besides HTML pages, the responses whose media
     type matches one of ``patterns`` (``"application/json"``, ``"text/*"``, ``"*/*"``),
@@ -250,6 +251,9 @@ class Router:
         self.fallback: Handler | None = None
         #: The content types besides HTML each route takes (``route(content_types=)``).
         self.types: dict[str, tuple[str, ...]] = {}
+        #: Stages of the user's own (``crawler.pipeline.Stage``: request and response
+        #: hooks) that the crawls of this router run, at the handler's place.
+        self.stages: list[Any] = []
 
     def route(
         self, label: str, *, content_types: Iterable[str] = ()

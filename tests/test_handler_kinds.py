@@ -174,6 +174,29 @@ def test_the_json_api_example_yields_every_product_of_every_page_once(
 
 def test_the_guide_shows_the_json_api_example_s_code_as_it_is() -> None:
     guide = (PROJECT_ROOT / "docs" / "extracting.md").read_text()
-    block = guide.split('```python\n@router.default  # the seed: an HTML page that names')[1]
+    block = guide.split("```python\n@router.default  # the seed: an HTML page that names")[1]
     code = "@router.default  # the seed: an HTML page that names" + block.split("```")[0]
     assert code in (PROJECT_ROOT / "examples" / "json_api.py").read_text()
+
+
+def test_a_handler_s_own_stages_run_each_hook_in_order_at_its_place(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    site.pages["/"] = SitePage(f'<h1>Home</h1><a href="{site.url("/b")}">b</a>'.encode())
+    site.pages["/b"] = SitePage(b"<h1>B</h1>")
+    output = tmp_path / "records.jsonl"
+    done = seed(
+        environment(), site.url("/"), "--local", "--handler", "tests.yield_handlers:hooked",
+        "-o", str(output),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = {record["url"]: record["data"] for record in read_records(output)}
+    hooks = ["before_request", "after_response", "on_page"]
+    assert data == {
+        site.url("/"): {
+            "title": "Home",
+            "status": 200,
+            "hooks": [*hooks, "on_links 1", "on_record"],
+        },
+        site.url("/b"): {"title": "B", "status": 200, "hooks": [*hooks, "on_links 0", "on_record"]},
+    }

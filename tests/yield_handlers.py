@@ -8,7 +8,9 @@ import asyncio
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any
 
+from crawler.fetching import Fetched
 from crawler.handlers import Page, Request, Router, content_types
+from crawler.pipeline import PageVisit, Stage
 
 router = Router()
 
@@ -57,3 +59,37 @@ def bad_yield(page: Page) -> Iterator[Any]:
 async def too_slow(page: Page) -> dict[str, Any]:
     await asyncio.sleep(30)
     return {}
+
+
+class Hooked(Stage):
+    """A stage of the user's own: notes each hook it is given, in order, and puts them
+    in the page's data with the status it saw."""
+
+    def before_request(self, visit: PageVisit) -> None:
+        visit.notes["hooks"] = ["before_request"]
+
+    def after_response(self, visit: PageVisit, fetched: Fetched) -> None:
+        visit.notes["hooks"].append("after_response")
+        visit.notes["status"] = fetched.response.status_code
+
+    def on_page(self, visit: PageVisit) -> None:
+        visit.notes["hooks"].append("on_page")
+
+    def on_links(self, visit: PageVisit) -> None:
+        visit.notes["hooks"].append(f"on_links {len(visit.anchors or [])}")
+
+    def on_record(self, visit: PageVisit) -> None:
+        data = dict(visit.record.get("data") or {})
+        visit.record["data"] = {
+            **data,
+            **visit.notes,
+            "hooks": [*visit.notes["hooks"], "on_record"],
+        }
+
+
+def hooked(page: Page) -> dict[str, Any]:
+    h1 = page.tree.css_first("h1")
+    return {"title": None if h1 is None else h1.text()}
+
+
+hooked.stages = [Hooked()]  # type: ignore[attr-defined]

@@ -66,6 +66,8 @@ class PageVisit:
       sent(list[str]): The ids of the messages sent for its new links.
       page_record(Record|None): The page's record, once the record stage began it (the
         stages after it add their fields to it as :attr:`record`).
+      notes(dict): What the user's own stages (a handler's ``stages``) keep of the page
+        from one hook to the next.
     """
 
     actor: dramatiq.Actor[Any, Any]
@@ -104,6 +106,7 @@ class PageVisit:
     dropped_links: int = 0
     sent: list[str] = field(default_factory=list)
     page_record: Record | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(
