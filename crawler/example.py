@@ -112,7 +112,7 @@ def crawl(
         keeper=visit.keeper, conditions=visit.conditions,
     ) as fetched:  # fmt: skip
         here.pipeline.after_response(visit, fetched)  # its body read, or its earlier links (a 304)
-        if visit.body is None and visit.anchors is None:
+        if visit.not_html:
             logger.warning("Skipping URL %r since it's not HTML.", url)
         elif visit.body is not None:
             here.pipeline.on_page(visit)  # rendered, given to the handler

@@ -1,7 +1,12 @@
 """Page handlers: a function of the user's that workers call for every HTML page fetched.
 
 A handler takes a :class:`Page` and returns a ``dict`` (the page record's ``data``), or
-None, or a :class:`Handled` naming extra URLs to follow besides the data.  A worker
+None, or a :class:`Handled` naming extra URLs to follow besides the data; or it is a
+generator that yields items (``dict``) and requests (:class:`Request`, or a URL) in any
+order, as Scrapy's callbacks do (what it returns is the data); or an ``async def``
+function (or async generator), run on the process's event loop (:class:`EventLoop`).
+HTML pages reach a handler; other responses too when it asks for their content type
+(:func:`content_types`, or a :class:`Router`'s ``route(label, content_types=...)``).  A worker
 loads the handlers its own configuration names (``crawler worker --handler
 package.module:function``, or ``CRAWLER_HANDLERS``), never one a message names; a crawl
 chooses one of them (the seeder's ``--handler``), and a message naming one the worker
@@ -26,12 +31,16 @@ step fails at once.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import fnmatch
 import importlib
+import inspect
 import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import ModuleType
@@ -81,6 +90,11 @@ class Page:
         """The body decoded in the page's encoding, as the link extractor decodes it
         (on first use)."""
         return decoded(self.body, self.headers.get("Content-Type"))
+
+    def json(self) -> Any:
+        """The body as JSON (a handler that takes ``application/json``: a JSON API's
+        answer); ValueError when it is not JSON."""
+        return json.loads(self.body)
 
     @cached_property
     def tree(self) -> LexborHTMLParser:
@@ -171,7 +185,40 @@ class Handled:
     items: list[dict[str, Any]] = field(default_factory=list)
 
 
-Handler = Callable[[Page], "dict[str, Any] | Handled | None"]
+#: A page handler: a function (or any callable) of a :class:`Page`, which returns what
+#: the module says, or yields it, or is ``async``.
+Handler = Callable[[Page], Any]
+
+
+def content_types(*patterns: str) -> Callable[[Handler], Handler]:
+    """A decorator: the handler is given, besides HTML pages, the responses whose media
+    type matches one of ``patterns`` (``"application/json"``, ``"text/*"``, ``"*/*"``),
+    their body as ``page.body`` (``page.json()``, ``page.text``).  Other responses are
+    not read (upstream's "not HTML")."""
+
+    def mark(handler: Handler) -> Handler:
+        handler.content_types = tuple(p.lower() for p in patterns)  # type: ignore[attr-defined]
+        return handler
+
+    return mark
+
+
+def media_type(content_type: str | None) -> str:
+    """``Content-Type``'s media type, lower-cased, without its parameters."""
+    return (content_type or "").partition(";")[0].strip().lower()
+
+
+def _matches(patterns: Iterable[str], media: str) -> bool:
+    return bool(media) and any(fnmatch.fnmatchcase(media, pattern) for pattern in patterns)
+
+
+def takes(handler: Handler, label: str | None, content_type: str | None) -> bool:
+    """Whether ``handler`` is given a response of ``content_type`` that is not HTML, on a
+    page of ``label``: its own :func:`content_types`, or its route's."""
+    media = media_type(content_type)
+    if isinstance(handler, Router):
+        return handler.takes(label, media)
+    return _matches(getattr(handler, "content_types", ()), media)
 
 
 @dataclass(frozen=True)
@@ -202,24 +249,45 @@ class Router:
     def __init__(self) -> None:
         self.routes: dict[str, Handler] = {}
         self.fallback: Handler | None = None
+        #: The content types besides HTML each route takes (``route(content_types=)``).
+        self.types: dict[str, tuple[str, ...]] = {}
+        #: Stages of the user's own (``crawler.pipeline.Stage``: request and response
+        #: hooks) that the crawls of this router run, at the handler's place.
+        self.stages: list[Any] = []
 
-    def route(self, label: str) -> Callable[[Handler], Handler]:
-        """A decorator: the handler of the pages labelled ``label``."""
+    def route(
+        self, label: str, *, content_types: Iterable[str] = ()
+    ) -> Callable[[Handler], Handler]:
+        """A decorator: the handler of the pages labelled ``label``; given, besides HTML
+        pages, the responses of ``content_types`` (``["application/json"]`` for a JSON
+        API's pages)."""
 
         def register(handler: Handler) -> Handler:
             self.routes[label] = handler
+            self.types[label] = tuple(pattern.lower() for pattern in content_types)
             return handler
 
         return register
+
+    def _handler(self, label: str | None) -> Handler | None:
+        handler = self.fallback if label is None else self.routes.get(label)
+        return handler or self.fallback
+
+    def takes(self, label: str | None, media: str) -> bool:
+        """Whether the handler of a page of ``label`` takes a response of ``media`` type."""
+        handler = self._handler(label)
+        if handler is None:
+            return False
+        routed = self.types.get(label, ()) if label in self.routes else ()
+        return _matches((*routed, *getattr(handler, "content_types", ())), media)
 
     def default(self, handler: Handler) -> Handler:
         """A decorator: the handler of the pages no route takes."""
         self.fallback = handler
         return handler
 
-    def __call__(self, page: Page) -> dict[str, Any] | Handled | None:
-        handler = self.fallback if page.label is None else self.routes.get(page.label)
-        handler = handler or self.fallback
+    def __call__(self, page: Page) -> Any:
+        handler = self._handler(page.label)
         return None if handler is None else handler(page)
 
 
@@ -265,6 +333,8 @@ class Handlers:
     def __init__(self, specs: Iterable[str] = (), timeout: float = 1.5) -> None:
         self.timeout = timeout
         self._loaded: dict[str, Handler] = {}
+        #: Where ``async`` handlers run: one event loop for the process's handlers.
+        self.loop = EventLoop()
         for spec in specs:
             self.load(spec)
 
@@ -279,7 +349,7 @@ class Handlers:
         :class:`crawler.api.Crawl`'s); these are left as they are.  ValueError when it
         cannot be loaded."""
         own = Handlers(timeout=self.timeout)
-        own._loaded = dict(self._loaded)
+        own._loaded, own.loop = dict(self._loaded), self.loop
         if name is not None and (function is not None or name not in own._loaded):
             own._loaded[name] = load(name) if function is None else function
         return own
@@ -318,7 +388,7 @@ class Handlers:
         seconds (:attr:`timeout` when None) at most for what it made of it; past that,
         the step fails and the thread is abandoned (see :data:`MAX_STUCK`)."""
         timeout = self.timeout if timeout is None else timeout
-        call = _Call(handler, page)
+        call = _Call(handler, page, self.loop)
         with _stuck.lock:
             if _stuck.count >= MAX_STUCK:
                 return Outcome(
@@ -338,6 +408,7 @@ class Handlers:
                 if call.outcome is None:  # still running: left to itself
                     call.abandoned = True
                     _stuck.count += 1
+            call.cancel()  # an async handler's task is cancelled (a thread cannot be)
         if call.outcome is None:
             return Outcome(error=f"handler-failed: took longer than {timeout:g}s")
         return call.outcome
@@ -375,24 +446,74 @@ class _Stuck:
 _stuck = _Stuck()
 
 
+class EventLoop:
+    """An event loop in a daemon thread of its own, started on first use: where a
+    process's ``async`` handlers run (one loop, whichever thread's page they handle)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def submit(self, coroutine: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Run ``coroutine`` on the loop: its future."""
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop, ready = asyncio.new_event_loop(), threading.Event()
+                threading.Thread(
+                    target=_run_loop, args=(loop, ready), name="page-handlers", daemon=True
+                ).start()
+                ready.wait()
+                self._loop = loop
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+    asyncio.set_event_loop(loop)
+    loop.call_soon(ready.set)
+    loop.run_forever()
+
+
 class _Call:
     """One handler call on one page, run in a thread of its own: the handler, and the
     check of what it returned, so that whatever of the user's code runs is bounded by
-    the timeout (a ``dict`` subclass's ``items``, an exception's ``__str__``...)."""
+    the timeout (a ``dict`` subclass's ``items``, an exception's ``__str__``, a
+    generator's next item...).  An ``async`` handler runs on ``loop``, this thread
+    waiting for it."""
 
-    def __init__(self, handler: Handler, page: Page) -> None:
+    def __init__(self, handler: Handler, page: Page, loop: EventLoop) -> None:
         self.handler = handler
         self.page = page
+        self.loop = loop
         self.finished = threading.Event()
         self.outcome: Outcome | None = None
         self.abandoned = False
+        self.future: concurrent.futures.Future[Any] | None = None
+
+    def cancel(self) -> None:
+        """Cancel an async handler's task that is still running (past its timeout)."""
+        if self.future is not None:
+            self.future.cancel()
+
+    def made(self, returned: Any) -> Any:
+        """What the handler made: what it returned, a generator's yields (collected), a
+        coroutine's result (awaited on the loop)."""
+        if inspect.iscoroutine(returned):
+            self.future = self.loop.submit(returned)
+            return self.future.result()
+        if inspect.isasyncgen(returned):
+            self.future = self.loop.submit(_collected_async(returned))
+            return self.future.result()
+        if inspect.isgenerator(returned):
+            return _yielded(returned)
+        return returned
 
     def __call__(self) -> None:
         try:
-            outcome = _checked(self.handler(self.page))
+            outcome = _checked(self.made(self.handler(self.page)))
         except BaseException as e:  # the user's code: SystemExit, KeyboardInterrupt too
             try:
-                outcome = Outcome(error=f"handler-failed: {_one_line(e)}")
+                text = _one_line(e, named=not isinstance(e, _Refused))
+                outcome = Outcome(error=f"handler-failed: {text}")
             except BaseException:  # an exception whose text cannot be had
                 outcome = Outcome(error=f"handler-failed: {type(e).__name__}")
         with _stuck.lock:
@@ -401,6 +522,47 @@ class _Call:
                 _stuck.count -= 1
         del self.page  # an abandoned call keeps no body
         self.finished.set()
+
+
+class _Refused(ValueError):
+    """What a generator handler yielded cannot be taken: the step fails, saying why."""
+
+
+def _yielded(generator: Iterable[Any]) -> Handled:
+    """A generator handler's yields as a :class:`Handled`: each ``dict`` an item, each
+    :class:`Request` or string a URL to follow, a :class:`Handled` merged in, None
+    ignored; what it returns is the data.  ValueError for anything else, and past
+    :data:`MAX_ITEMS` items."""
+    data, follow, items = None, [], []
+    iterator = iter(generator)
+    while True:
+        try:
+            value = next(iterator)
+        except StopIteration as stop:
+            data = stop.value
+            break
+        if isinstance(value, dict):
+            items.append(value)
+            if len(items) > MAX_ITEMS:
+                raise _Refused(f"more than {MAX_ITEMS} items on one page")
+        elif isinstance(value, (str, Request)):
+            follow.append(value)
+        elif isinstance(value, Handled):
+            data = value.data if value.data is not None else data
+            follow.extend(value.follow)
+            items.extend(value.items)
+        elif value is not None:
+            raise _Refused(
+                f"yielded {type(value).__name__}: yield dicts (items), crawler.Request or"
+                " URLs (to follow)"
+            )
+    return Handled(data=data, follow=follow, items=items)
+
+
+async def _collected_async(generator: AsyncIterator[Any]) -> Handled:
+    """An async generator handler's yields, as :func:`_yielded` takes a generator's."""
+    collected = [value async for value in generator]
+    return _yielded(iter(collected))
 
 
 def _checked(returned: Any) -> Outcome:

@@ -46,7 +46,7 @@ def test_a_handler_that_raises_runs_too_long_or_returns_no_dict_fails_its_step_i
     assert raised.error == "handler-failed: ValueError: no price on http://h/3.html"
     slow = handlers.run(failing, page("<p>", "http://h/5.html"))
     assert slow.error == "handler-failed: took longer than 0.2s"
-    assert handlers.run(lambda p: [1], page("<p>")).error == (  # type: ignore[arg-type, return-value]
+    assert handlers.run(lambda p: [1], page("<p>")).error == (
         "handler-failed: returned list, not a dict"
     )
     assert "data is not strict JSON: Object of type object" in str(

@@ -363,14 +363,15 @@ def keeper_of(
 
 
 def read_page(
-    fetched: Fetched, limits: Limits, keeper: Keeper | None
+    fetched: Fetched, limits: Limits, keeper: Keeper | None, *, wanted: bool = False
 ) -> tuple[bytes | None, Stored | None]:
-    """An HTML page's body (None for anything else), and where ``keeper`` stored the
-    response when there is one (``--warc`` keeps every response, HTML or not)."""
-    html = is_html(fetched.response)
-    body = read_body(fetched, limits) if html or keeper else b""
+    """An HTML page's body, or any response's when ``wanted`` (None for anything else),
+    and where ``keeper`` stored the response when there is one (``--warc`` keeps every
+    response, HTML or not)."""
+    read = wanted or is_html(fetched.response)
+    body = read_body(fetched, limits) if read or keeper else b""
     stored = keeper.page(fetched, body) if keeper else None
-    return (body if html else None), stored
+    return (body if read else None), stored
 
 
 def archive(

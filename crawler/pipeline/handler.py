@@ -2,15 +2,41 @@
 
 from __future__ import annotations
 
-from crawler.handlers import Handlers, page_of, requests_followed
+from collections.abc import Callable
+
+from crawler.fetching import Fetched, is_html
+from crawler.handlers import Handler, Handlers, page_of, requests_followed, takes
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
 
 
+def stages_of(handler: Handler | None) -> list[Stage]:
+    """The user's own stages a crawl's handler brings (its ``stages``: a
+    :class:`~crawler.handlers.Router`'s, or a function's attribute), run at the
+    handler's place in the pipeline."""
+    stages = getattr(handler, "stages", None) or []
+    if not all(isinstance(stage, Stage) for stage in stages):
+        raise TypeError("a handler's stages must be crawler.pipeline.Stage instances")
+    return list(stages)
+
+
+def _each(visit: PageVisit, hook: Callable[[Stage], None]) -> None:
+    for stage in stages_of(visit.handler):
+        hook(stage)
+        if visit.skipped is not None:  # a stage of the user's skipped the page
+            return
+
+
 class HandlerStage(Stage):
-    """Give an HTML page to the crawl's page handler (one this worker loaded, else the
-    message is invalid) and take what it made of it: its data and items for the record,
-    the requests it asks to follow besides the page's links.
+    """Give an HTML page, or a response of a content type it asked for (a JSON API's),
+    to the crawl's page handler (one this worker loaded, else the message is invalid)
+    and take what it made of it: its data and items for the record, the requests it
+    asks to follow besides the page's links.  A response it takes that is not HTML is
+    a page crawled without links of its own (its body is read: ``visit.content``).
+
+    The handler's own stages (:func:`stages_of`: a user's request and response hooks)
+    run here: each hook of theirs before the handler's step of it, ``on_record`` after
+    (the handler's data is in the record).
 
     Parameters:
       handlers(Handlers): The page handlers the worker loaded.
@@ -21,14 +47,29 @@ class HandlerStage(Stage):
 
     def before_claim(self, visit: PageVisit) -> None:
         visit.handler = self.handlers.chosen(visit.crawl_options.handler)
+        _each(visit, lambda stage: stage.before_claim(visit))
+
+    def before_request(self, visit: PageVisit) -> None:
+        _each(visit, lambda stage: stage.before_request(visit))
+
+    def after_response(self, visit: PageVisit, fetched: Fetched) -> None:
+        handler, response = visit.handler, fetched.response
+        if handler is not None and visit.unchanged is None and not is_html(response):
+            content_type = response.headers.get("Content-Type")
+            visit.takes_content = takes(handler, visit.label, content_type)
+        _each(visit, lambda stage: stage.after_response(visit, fetched))
 
     def on_page(self, visit: PageVisit) -> None:
+        _each(visit, lambda stage: stage.on_page(visit))
         if visit.handler is None or visit.body is None:
             return
         dom = None if visit.rendered is None else visit.rendered.html  # --render's
         visit.page = page_of(visit.url, visit.response, visit.body, visit.label, visit.data, dom)
 
     def on_links(self, visit: PageVisit) -> None:
+        if visit.content is not None:  # not HTML: given to the handler as it is
+            visit.page = page_of(visit.url, visit.response, visit.content, visit.label, visit.data)
+            visit.anchors = []  # crawled, its links the handler's requests
         if visit.handler is not None and visit.page is not None:
             options = visit.crawl_options
             seconds = self.handlers.timeout_for(
@@ -36,13 +77,14 @@ class HandlerStage(Stage):
             )
             visit.handled = self.handlers.run(visit.handler, visit.page, seconds)
         visit.asked = requests_followed(visit.handled, visit.response.url)  # label and data
+        _each(visit, lambda stage: stage.on_links(visit))
 
     def on_record(self, visit: PageVisit) -> None:
         handled = visit.handled
-        if handled is None:
-            return
-        visit.record["data"] = handled.data
-        if handled.items:  # for the crawl's item sink (--items)
-            visit.record["items"] = handled.items
-        if handled.error is not None:
-            visit.record["handler_error"] = handled.error
+        if handled is not None:
+            visit.record["data"] = handled.data
+            if handled.items:  # for the crawl's item sink (--items)
+                visit.record["items"] = handled.items
+            if handled.error is not None:
+                visit.record["handler_error"] = handled.error
+        _each(visit, lambda stage: stage.on_record(visit))

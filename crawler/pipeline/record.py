@@ -13,7 +13,8 @@ class RecordStage(Stage):
     add their own fields."""
 
     def on_record(self, visit: PageVisit) -> None:
-        size = None if visit.body is None else len(visit.body)
+        body = visit.body if visit.body is not None else visit.content  # a handler's JSON...
+        size = None if body is None else len(body)
         visit.page_record = records.page_record(
             visit.url, visit.response, visit.anchors, visit.depth, visit.sent, size
         )

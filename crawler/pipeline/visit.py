@@ -49,6 +49,9 @@ class PageVisit:
       unchanged(Earlier|None): ``earlier``, when the server answered ``304``.
       fetched(Fetched|None): The response, once its headers are in.
       body(bytes|None): An HTML page's body, once read (None for anything else).
+      takes_content(bool): The crawl's handler takes this response though it is not
+        HTML (its content type is one the handler asked for): its body is read.
+      content(bytes|None): That response's body, once read.
       stored(Stored|None): Where ``--warc`` kept the response.
       rendered(Rendered|None): The page as headless Chromium rendered it (``--render``).
       page(Page|None): What the handler is given of the page.
@@ -63,6 +66,8 @@ class PageVisit:
       sent(list[str]): The ids of the messages sent for its new links.
       page_record(Record|None): The page's record, once the record stage began it (the
         stages after it add their fields to it as :attr:`record`).
+      notes(dict): What the user's own stages (a handler's ``stages``) keep of the page
+        from one hook to the next.
     """
 
     actor: dramatiq.Actor[Any, Any]
@@ -86,6 +91,8 @@ class PageVisit:
     unchanged: Earlier | None = None
     fetched: Fetched | None = None
     body: bytes | None = None
+    takes_content: bool = False
+    content: bytes | None = None
     stored: Stored | None = None
     rendered: Rendered | None = None
     page: Page | None = None
@@ -99,6 +106,7 @@ class PageVisit:
     dropped_links: int = 0
     sent: list[str] = field(default_factory=list)
     page_record: Record | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -129,6 +137,12 @@ class PageVisit:
         """The response (only once it came)."""
         assert self.fetched is not None, "no response yet"
         return self.fetched.response
+
+    @property
+    def not_html(self) -> bool:
+        """Upstream's "not HTML": no HTML body was read, no earlier links stand for it
+        (a ``304``), and no handler takes its content."""
+        return self.body is None and self.anchors is None and self.content is None
 
     @property
     def record(self) -> Record:

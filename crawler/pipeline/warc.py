@@ -12,7 +12,8 @@ from crawler.stores import Stores
 
 
 class WarcStage(Stage):
-    """Read the page's body (an HTML page's, or any response's with ``--warc``) and keep
+    """Read the page's body (an HTML page's, a response's the handler takes, or any
+    response's with ``--warc``) and keep
     the response in the crawl's WARC files: ``visit.body`` and ``visit.stored``.
 
     Parameters:
@@ -34,8 +35,14 @@ class WarcStage(Stage):
         )  # fmt: skip
 
     def after_response(self, visit: PageVisit, fetched: Fetched) -> None:
-        if visit.unchanged is None:  # a 304 is not downloaded: the recrawl stage keeps it
-            visit.body, visit.stored = warc.read_page(fetched, self.limits, visit.keeper)
+        if visit.unchanged is not None:  # a 304 is not downloaded: the recrawl stage keeps it
+            return
+        wanted = visit.takes_content  # not HTML, but the handler takes it
+        body, visit.stored = warc.read_page(fetched, self.limits, visit.keeper, wanted=wanted)
+        if wanted:
+            visit.content = body
+        else:
+            visit.body = body
 
     def on_record(self, visit: PageVisit) -> None:
         if visit.stored is None:
