@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crawler.handlers import Handlers, page_of, requests_followed
+from crawler.handlers import Handlers, page_of, requests_followed, with_enqueued
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
 
@@ -10,7 +10,8 @@ from crawler.pipeline.visit import PageVisit
 class HandlerStage(Stage):
     """Give an HTML page to the crawl's page handler (one this worker loaded, else the
     message is invalid) and take what it made of it: its data and items for the record,
-    the requests it asks to follow besides the page's links.
+    the requests it asks to follow besides the page's links (those it returned, and
+    those its ``page.enqueue_links()`` added).
 
     Parameters:
       handlers(Handlers): The page handlers the worker loaded.
@@ -34,7 +35,8 @@ class HandlerStage(Stage):
             seconds = self.handlers.timeout_for(
                 options.handler_timeout, visit.bounds.fetch_deadline
             )
-            visit.handled = self.handlers.run(visit.handler, visit.page, seconds)
+            handled = self.handlers.run(visit.handler, visit.page, seconds)
+            visit.handled = with_enqueued(handled, visit.page)  # and its page.enqueue_links()
         visit.asked = requests_followed(visit.handled, visit.response.url)  # label and data
 
     def on_record(self, visit: PageVisit) -> None:
