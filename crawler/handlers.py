@@ -1,7 +1,8 @@
 """Page handlers: a function of the user's that workers call for every HTML page fetched.
 
 A handler takes a :class:`Page` and returns a ``dict`` (the page record's ``data``), or
-None, or a :class:`Handled` naming extra URLs to follow besides the data.  A worker
+None, or a :class:`Handled` naming extra URLs to follow besides the data; it may also
+follow the page's links a CSS selector picks (:meth:`Page.enqueue_links`).  A worker
 loads the handlers its own configuration names (``crawler worker --handler
 package.module:function``, or ``CRAWLER_HANDLERS``), never one a message names; a crawl
 chooses one of them (the seeder's ``--handler``), and a message naming one the worker

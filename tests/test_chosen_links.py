@@ -29,7 +29,7 @@ from tests.shop_site import every_path, expected_items, shop
 from tests.site_server import Page as SitePage
 from tests.site_server import SiteServer, html
 from tests.support import FAST_FAILURES, read_records, usage_error
-from tests.test_examples import items_by_sku, read_items
+from tests.test_examples import EXAMPLES, guide_block, items_by_sku, read_items
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
 
 CHOOSER = "tests.link_handlers:chooser"
@@ -313,3 +313,9 @@ def test_a_product_linked_plainly_from_home_reaches_its_route_by_the_label_rule(
     assert {path: n for path, n in counts.items() if n != 1} == {}
     about = {"/about.html"} if follow == "all" else set()
     assert set(counts) == every_path() | {"/robots.txt"} | about
+
+
+def test_the_guide_shows_the_link_choosing_example_s_code_as_it_is() -> None:
+    code = guide_block("python", "router = Router()\n# Every link")
+    assert "label_links" in code and "enqueue_links" in code
+    assert code in (EXAMPLES / "shop_links.py").read_text()
