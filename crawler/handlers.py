@@ -5,6 +5,7 @@ None, or a :class:`Handled` naming extra URLs to follow besides the data; or it 
 generator that yields items (``dict``) and requests (:class:`Request`, or a URL) in any
 order, as Scrapy's callbacks do (what it returns is the data); or an ``async def``
 function (or async generator), run on the process's event loop (:class:`EventLoop`).
+It may also follow the page's links a CSS selector picks (:meth:`Page.enqueue_links`).
 HTML pages reach a handler; other responses too when it asks for their content type
 (:func:`content_types`, or a :class:`Router`'s ``route(label, content_types=...)``).  A worker
 loads the handlers its own configuration names (``crawler worker --handler
@@ -41,7 +42,7 @@ import os
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import ModuleType
 from typing import Any
@@ -52,7 +53,8 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.environment import ACTOR_TIME_LIMIT
 from crawler.errors import InvalidMessage, shown
-from crawler.links.extraction import decoded
+from crawler.links.extraction import decoded, page_encoding, selected_links
+from crawler.links.url_patterns import UrlPattern, UrlPatterns, url_matcher
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,9 @@ class Page:
     #: With ``--render``: the page's DOM as headless Chromium left it, as HTML (None:
     #: the page was not rendered).
     rendered: str | None = None
+    #: The requests :meth:`enqueue_links` added, in order; followed as the handler's own
+    #: (:func:`with_enqueued`).
+    _enqueued: list[Request] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def urljoin(self, href: str) -> str:
         """``href`` resolved against the page, as the crawler resolves its links (the
@@ -102,6 +107,46 @@ class Page:
         and shared with the link extractor; with ``--render``, the rendered DOM's."""
         return LexborHTMLParser(self.text if self.rendered is None else self.rendered)
 
+    def enqueue_links(
+        self,
+        selector: str | None = None,
+        *,
+        include: UrlPatterns | None = None,
+        exclude: UrlPatterns | None = None,
+        label: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> list[Request]:
+        """Follow the links of the page that ``selector`` picks, as Crawlee's
+        ``enqueue_links`` does, and return the requests added.
+
+        ``selector`` is a CSS selector over :attr:`tree` (None: every ``<a href>``); each
+        element it matches that has an ``href`` gives a link, resolved as the crawler
+        resolves the page's own (against ``<base href>`` or :attr:`final_url`, by the
+        WHATWG URL Standard).  The http(s) links that a pattern of ``include`` matches
+        (any of them; None: every link) and none of ``exclude`` (globs on the whole
+        absolute URL, or compiled regexes searched in it:
+        :mod:`crawler.links.url_patterns`) become, each once and in page order, a
+        ``Request(url, label, data)`` followed as if the handler had returned it: the
+        crawl's scope, robots.txt and budgets decide, as for its other requests.  A
+        label or data a :class:`Request` may not carry raises ValueError here, and a
+        selector selectolax cannot parse its ``SelectolaxError``: the handler's step
+        fails, in its words.  A failed step follows none of them."""
+        checked = _request(Request(self.final_url, label, data))
+        wanted = url_matcher(include) if include else None
+        unwanted = url_matcher(exclude) if exclude else None
+        encoding = page_encoding(self.body, self.headers.get("Content-Type"))
+        links = selected_links(self.tree, self.final_url, selector or "a[href]", encoding)
+        added: list[Request] = []
+        seen: set[str] = set()
+        for link in links:
+            if link in seen or not link.startswith(("http://", "https://")):
+                continue
+            seen.add(link)
+            if (wanted is None or wanted(link)) and not (unwanted and unwanted(link)):
+                added.append(Request(link, checked.label, checked.data))
+        self._enqueued.extend(added)
+        return added
+
 
 def page_of(
     url: str,
@@ -124,6 +169,15 @@ def page_of(
         data=data,
         rendered=rendered,
     )
+
+
+def with_enqueued(outcome: Outcome, page: Page) -> Outcome:
+    """``outcome`` with the requests its handler added by ``page.enqueue_links()``,
+    before those it returned; as it is when the step failed (none of its requests is
+    followed) or none were added."""
+    if outcome.error is not None or not page._enqueued:
+        return outcome
+    return replace(outcome, follow=[*page._enqueued, *outcome.follow])
 
 
 def requests_followed(outcome: Outcome | None, base: str) -> list[Request]:
@@ -244,7 +298,8 @@ class Router:
     :class:`Request` labelled ``item`` leads to, ``@router.default`` for the others
     (seeds, plain links, labels without a route).  A router is a handler: name it as
     one, ``--handler module:router``.  A page with neither a route nor a default
-    gets no data."""
+    gets no data.  :meth:`label_links` labels links by their URL, wherever they are
+    found."""
 
     def __init__(self) -> None:
         self.routes: dict[str, Handler] = {}
@@ -254,6 +309,29 @@ class Router:
         #: Stages of the user's own (``crawler.pipeline.Stage``: request and response
         #: hooks) that the crawls of this router run, at the handler's place.
         self.stages: list[Any] = []
+        #: The rules of :meth:`label_links`, in the order they were given.
+        self.link_labels: list[tuple[str, Callable[[str], bool]]] = []
+
+    def label_links(self, label: str, *patterns: UrlPattern) -> None:
+        """Label ``label`` every link a page of the crawl follows whose URL one of
+        ``patterns`` matches (globs on the whole canonical URL, or compiled regexes
+        searched in it: :mod:`crawler.links.url_patterns`), in the manner of Scrapy's
+        ``CrawlSpider`` rules: the page's own links and its handler's requests that
+        carry no label, wherever they are found, so that the first claim of such a URL
+        carries its label (:func:`crawler.frontier.scope.page_links_to_follow`).  A
+        request's own label stands; the first rule that matches a URL labels it.  Seeds
+        and sitemaps' pages are not labelled.  ValueError for a label a
+        :class:`Request` may not carry, or no pattern; TypeError for a pattern that is
+        neither a glob nor a regex."""
+        if not isinstance(label, str) or not 0 < len(label) <= MAX_LABEL:
+            raise ValueError(f"a link label must be a string of 1 to {MAX_LABEL} characters")
+        if not patterns:
+            raise ValueError("label_links() needs at least one URL pattern")
+        self.link_labels.append((label, url_matcher(patterns)))
+
+    def link_label(self, url: str) -> str | None:
+        """The label :meth:`label_links` gives ``url`` (None: no rule matches it)."""
+        return next((label for label, matches in self.link_labels if matches(url)), None)
 
     def route(
         self, label: str, *, content_types: Iterable[str] = ()

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from crawler.errors import InvalidMessage
 from crawler.links.sites import site_of
-from crawler.option_rules import BadValue, warc_directory, warc_name
+from crawler.option_rules import FOLLOW_HANDLERS, BadValue, warc_directory, warc_name
 from crawler.option_table import TABLE
 from crawler.options import CrawlOptions
 
@@ -82,12 +82,18 @@ def crawl_options(
     ``crawler crawl``'s switches not given are on, unless ``upstream``; ``same_site``
     is off with ``same_domain`` or ``allow_domain``.  With ``local`` ``warc`` names a
     directory here, else one under the workers' ``CRAWLER_WARC_DIR``.  ``render_wait``
-    (seconds: ``idle`` is the default) and ``render_media`` need ``render``."""
+    (seconds: ``idle`` is the default) and ``render_media`` need ``render``; ``follow``
+    ``handlers`` needs ``handler``."""
     on, domains, sites = scope(seeds, given)
     warc = _warc(given)
     for name in NEED_RENDER:
         if given.get(name) and not given.get("render", False):
             raise CrawlError(f"{_flag(name)} works with --render only")
+    if given.get("follow") == FOLLOW_HANDLERS and given.get("handler") is None:
+        raise CrawlError(
+            f"--follow {FOLLOW_HANDLERS} works with --handler only: it follows what the"
+            " handler asks"
+        )
     fields: dict[str, Any] = {
         option.field: _as_message(given.get(option.name, option.default))
         for option in TABLE

@@ -319,6 +319,20 @@ HANDLER_TIMEOUT = Rule(
 RETRIES = Rule(f"a whole number from 0 to {MAX_RETRIES}", whole_between(0, MAX_RETRIES))
 RENDER_WAIT = Rule(f"a number of seconds above 0, at most {MAX_RENDER_WAIT:g}", render_seconds)
 
+#: ``--follow``'s choices: every link of every page (upstream's crawl), or only what the
+#: page handler asks (its requests, and its ``page.enqueue_links()``).
+FOLLOW_ALL = "all"
+FOLLOW_HANDLERS = "handlers"
+
+
+def _follow_choice(value: Any) -> str:
+    if value not in (FOLLOW_ALL, FOLLOW_HANDLERS) or not isinstance(value, str):
+        raise ValueError
+    return str(value)
+
+
+FOLLOW = Rule(f"{FOLLOW_ALL} or {FOLLOW_HANDLERS}", _follow_choice)
+
 
 def quoted(value: Any) -> str:
     """A value as an error quotes it: its ``repr``, cut short (a message may carry
@@ -585,6 +599,11 @@ def items(value: Any) -> str:
         return checked_address(value)
     except ValueError as e:
         raise BadValue(f"{_text(value)!r} is not an item sink: {e}") from e
+
+
+def follow(value: Any) -> str:
+    """``--follow all|handlers``."""
+    return _checked(value, FOLLOW)
 
 
 def switch(value: Any) -> bool:

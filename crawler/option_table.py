@@ -121,6 +121,10 @@ TABLE: tuple[Option, ...] = (
     Option("exclude", ("--exclude",), rules.pattern, "str | Sequence[str]",
            "never follow links REGEX matches (repeatable)", kind="list", default=(),
            field="exclude", rule=rules.PATTERNS, metavar="REGEX"),
+    Option("follow", ("--follow",), rules.follow, 'Literal["all", "handlers"]', "all: follow"
+           " every link of every page (default); handlers: only the links the page handler"
+           " asks for (its requests, page.enqueue_links()), and the seeds (needs --handler)",
+           default=rules.FOLLOW_ALL, field="follow", rule=rules.FOLLOW, metavar="all|handlers"),
     # its bounds and order
     Option("max_depth", ("--max-depth",), rules.whole_number, "int", "seeds are depth 0",
            field="max_depth", rule=rules.WHOLE, metavar="N"),
@@ -274,6 +278,7 @@ class Keywords(TypedDict, total=False):
     allow_domain: str | Sequence[str] | None
     include: str | Sequence[str] | None
     exclude: str | Sequence[str] | None
+    follow: Literal["all", "handlers"] | None
     max_depth: int | None
     max_pages: int | None
     max_pages_per_host: int | None

@@ -11,7 +11,7 @@ import contextlib
 import threading
 from dataclasses import dataclass, field, fields
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import re2
@@ -80,6 +80,7 @@ class CrawlOptions:
     render_wait: float | None = None
     render_media: bool = False
     recrawl: bool = False
+    follow: Literal["all", "handlers"] = "all"
 
     def to_message(self) -> dict[str, Any] | None:
         """The options as a message keyword argument: only what differs from upstream."""

@@ -38,6 +38,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "allow_domain": ("example.org", ["example.org"]),
     "include": ("/docs/", ["/docs/"]),
     "exclude": ("\\.pdf$", ["\\.pdf$"]),
+    "follow": ("handlers", "handlers"),
     "max_depth": ("2", 2),
     "max_pages": ("5", 5),
     "max_pages_per_host": ("3", 3),
@@ -66,6 +67,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
 }
 #: Options that need another to be given with them.
 NEEDS: dict[str, dict[str, Any]] = {
+    "follow": {"handler": "tests.page_handlers:title"},
     "render_wait": {"render": True},
     "render_media": {"render": True},
     "recrawl_warc": {"recrawl_from": Path("earlier.jsonl")},

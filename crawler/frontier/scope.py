@@ -64,7 +64,11 @@ def links_to_follow(
 
 
 def page_links_to_follow(
-    anchors: list[str], requests: list[Request], options: CrawlOptions, depth: int
+    anchors: list[str],
+    requests: list[Request],
+    options: CrawlOptions,
+    depth: int,
+    labels: Callable[[str], str | None] | None = None,
 ) -> tuple[list[str], dict[str, dict[str, Any]], list[Dropped]]:
     """:func:`links_to_follow` of a page's ``anchors`` and its handler's ``requests``;
     besides, the arguments of their own that the followed URLs a request labelled
@@ -72,7 +76,10 @@ def page_links_to_follow(
 
     A page's anchors carry none.  A URL both an anchor and a request name goes with the
     request's label and data (its first request's, when several name it): the handler
-    asked for it so.  Which message crawls a URL is still the crawl's first claim of it
+    asked for it so.  ``labels`` (a :class:`~crawler.handlers.Router`'s
+    :meth:`~crawler.handlers.Router.link_label`) labels by its canonical URL every
+    followed link that no request labelled, anchors and requests alike, a request's
+    data kept.  Which message crawls a URL is still the crawl's first claim of it
     (:mod:`crawler.frontier.claims`): a URL claimed before, plainly or with other data,
     is not fetched again for its request's sake.
     """
@@ -90,6 +97,11 @@ def page_links_to_follow(
         if link in followed and link not in own:
             carried = {"label": request.label, "data": request.data}
             own[link] = {name: value for name, value in carried.items() if value is not None}
+    if labels is not None:
+        for link in follow:
+            label = None if "label" in own.get(link, {}) else labels(link)
+            if label is not None:
+                own[link] = {"label": label, **own.get(link, {})}
     return follow, own, dropped
 
 

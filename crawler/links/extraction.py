@@ -108,12 +108,23 @@ def html_links(
     encoding = page_encoding(body, content_type)
     if tree is None:
         tree = LexborHTMLParser(body.decode(encoding, "crawler-percent-escape"))
+    return selected_links(tree, page_url, "a[href]", encoding)
+
+
+def selected_links(
+    tree: LexborHTMLParser, page_url: str, selector: str, encoding: str = "utf-8"
+) -> list[str]:
+    """The ``href`` of each element of ``tree`` that the CSS ``selector`` matches (one
+    without an ``href`` skipped), resolved as :func:`html_links` resolves a page's
+    links: against ``<base href>`` or ``page_url``, by the WHATWG URL Standard, the
+    query in the page's ``encoding``.  Raises selectolax's ``SelectolaxError`` for a
+    selector it cannot parse."""
     base = page_url
     base_tag = tree.css_first("base[href]")
     if base_tag is not None:
         with suppress(ValueError):  # a <base href> the standard refuses is ignored, as browsers do
             base = ada_url.join_url(page_url, clean_href(base_tag.attributes.get("href") or ""))
-    hrefs = (anchor.attributes.get("href") for anchor in tree.css("a[href]"))
+    hrefs = (node.attributes.get("href") for node in tree.css(selector))
     return [_resolve(base, clean_href(href, encoding)) for href in hrefs if href is not None]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from crawler.fetching import Fetched, is_html
-from crawler.handlers import Handler, Handlers, page_of, requests_followed, takes
+from crawler.handlers import Handler, Handlers, page_of, requests_followed, takes, with_enqueued
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
 
@@ -31,8 +31,9 @@ class HandlerStage(Stage):
     """Give an HTML page, or a response of a content type it asked for (a JSON API's),
     to the crawl's page handler (one this worker loaded, else the message is invalid)
     and take what it made of it: its data and items for the record, the requests it
-    asks to follow besides the page's links.  A response it takes that is not HTML is
-    a page crawled without links of its own (its body is read: ``visit.content``).
+    asks to follow besides the page's links (those it returned or yielded, and those
+    its ``page.enqueue_links()`` added).  A response it takes that is not HTML is a
+    page crawled without links of its own (its body is read: ``visit.content``).
 
     The handler's own stages (:func:`stages_of`: a user's request and response hooks)
     run here: each hook of theirs before the handler's step of it, ``on_record`` after
@@ -75,7 +76,8 @@ class HandlerStage(Stage):
             seconds = self.handlers.timeout_for(
                 options.handler_timeout, visit.bounds.fetch_deadline
             )
-            visit.handled = self.handlers.run(visit.handler, visit.page, seconds)
+            handled = self.handlers.run(visit.handler, visit.page, seconds)
+            visit.handled = with_enqueued(handled, visit.page)  # and its page.enqueue_links()
         visit.asked = requests_followed(visit.handled, visit.response.url)  # label and data
         _each(visit, lambda stage: stage.on_links(visit))
 
