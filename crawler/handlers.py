@@ -486,9 +486,10 @@ class Handlers:
                 if call.outcome is None:  # still running: left to itself
                     call.abandoned = True
                     _stuck.count += 1
+        if call.abandoned:
             call.cancel()  # an async handler's task is cancelled (a thread cannot be)
-        if call.outcome is None:
             return Outcome(error=f"handler-failed: took longer than {timeout:g}s")
+        assert call.outcome is not None
         return call.outcome
 
 
