@@ -93,13 +93,16 @@ def find_anchors(visit: PageVisit, limits: Limits) -> list[str]:
 def crawl(
     url: str, depth: int = 0, options: dict[str, Any] | None = None, via_public: bool = False,
     label: str | None = None, data: dict[str, Any] | None = None,  # a handler's Request's
+    request: dict[str, Any] | None = None, jar: int = 0,  # its method and body; the cookies'
 ) -> Record:  # fmt: skip
     here = parts_for(parts)  # the worker's, or a --local crawl's own (of the message's broker)
-    visit = PageVisit.of(crawl, url, depth, options, via_public, label, data, here.limits)
+    visit = PageVisit.of(
+        crawl, url, depth, options, via_public, label, data, here.limits, request, jar
+    )  # fmt: skip
     here.pipeline.before_claim(visit)  # the message's handler and WARC directory checked
     visit.skipped, sender = claims.take_url(
-        here.stores, visit.actor, visit.message, url, visit.crawl_options, here.limits,
-        here.lifetimes,
+        here.stores, visit.actor, visit.message, visit.claim, visit.crawl_options,
+        here.limits, here.lifetimes,
     )  # fmt: skip
     if visit.skipped == DUPLICATE:
         logger.warning("URL %r has already been visited. Skipping...", url)
@@ -109,7 +112,7 @@ def crawl(
     logger.info("Crawling %r...", url)
     with visit.turn, fetch(
         session, url, visit.bounds, visit.crawl_options.user_agent, via_public=via_public,
-        keeper=visit.keeper, conditions=visit.conditions,
+        keeper=visit.keeper, conditions=visit.conditions, asking=visit.asking,
     ) as fetched:  # fmt: skip
         here.pipeline.after_response(visit, fetched)  # its body read, or its earlier links (a 304)
         if visit.not_html:

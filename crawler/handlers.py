@@ -33,12 +33,14 @@ step fails at once.
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import fnmatch
 import importlib
 import inspect
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
@@ -46,7 +48,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import ModuleType
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urlencode, urljoin
 
 import requests
 from selectolax.lexbor import LexborHTMLParser
@@ -180,18 +182,25 @@ def with_enqueued(outcome: Outcome, page: Page) -> Outcome:
     return replace(outcome, follow=[*page._enqueued, *outcome.follow])
 
 
-def requests_followed(outcome: Outcome | None, base: str) -> list[Request]:
+def requests_followed(outcome: Outcome | None, base: str) -> tuple[list[Request], list[str]]:
     """The requests a handler asked to follow, their URLs resolved against the page's
-    URL, http(s) ones only.  Resolving never fails the page: a URL that cannot be
-    resolved is kept absolute for :func:`crawler.frontier.scope.page_links_to_follow`
-    to drop and count, as a page's own malformed link is."""
+    URL, and the refusals of those that are not http(s) (a ``file:`` URL, ``mailto:``),
+    one line each.  Resolving never fails the page: a URL that cannot be resolved is
+    kept absolute for :func:`crawler.frontier.scope.page_links_to_follow` to drop and
+    count, as a page's own malformed link is."""
     if outcome is None:
-        return []
-    resolved = (
-        Request(_resolved(base, request.url), request.label, request.data)
-        for request in outcome.follow
-    )
-    return [request for request in resolved if request.url.startswith(("http://", "https://"))]
+        return [], []
+    followed, refused = [], []
+    for request in outcome.follow:
+        url = _resolved(base, request.url)
+        if url.startswith(("http://", "https://")):
+            followed.append(replace(request, url=url))
+        else:
+            scheme = url.partition(":")[0] if ":" in url else url
+            refused.append(
+                refusal(request, f"a {shown(scheme)}: URL is not one the crawler fetches")
+            )
+    return followed, refused
 
 
 def _resolved(base: str, url: str) -> str:
@@ -212,18 +221,90 @@ def _resolved(base: str, url: str) -> str:
 class Request:
     """A URL to follow with what the page it leads to should know: a ``label`` (what
     kind of page it is, for a :class:`Router`) and ``data`` (a JSON object), offered to
-    that page's handler as ``page.label`` and ``page.data``.
+    that page's handler as ``page.label`` and ``page.data``; and how to ask for it, as
+    Scrapy's and Crawlee's requests say it: its ``method``, ``headers`` on top of the
+    crawl's, and a body (``body``, or ``json``, or ``form``: one of them).
+
+    A request is fetched once a crawl, as a link is (the first claim wins): a GET by its
+    URL, any other (or one with a body) by its method, URL and body.  ``unique_key``
+    names it instead of its method and body (two requests for one URL with one key are
+    one); ``always`` fetches it though its URL was fetched before, once for each such
+    request of the page (a page redone after a crash asks for it once still).
 
     Parameters:
       url(str): Absolute, or relative to the page that returns it.
       label(str): At most :data:`MAX_LABEL` characters.
       data(dict): A JSON object; with the label, at most :data:`MAX_REQUEST_BYTES`
         bytes of JSON (it travels in the message).
+      method(str): One of :data:`METHODS`.
+      headers(dict): Header names and values, sent with this request on top of the
+        crawl's (``--header``): at most :data:`MAX_HEADERS`.
+      body(bytes|str): The body as it is (a string: UTF-8).
+      json(object): The body as JSON (``Content-Type: application/json`` unless the
+        headers name one).
+      form(dict): The body as an HTML form sends it
+        (``application/x-www-form-urlencoded``).
+      unique_key(str): What the request is deduplicated by, with its URL.
+      always(bool): Fetch it though its URL was fetched before.
+
+    A body is :data:`MAX_BODY_BYTES` bytes at most; GET and HEAD take none.
     """
 
     url: str
     label: str | None = None
     data: dict[str, Any] | None = None
+    method: str = "GET"
+    headers: Mapping[str, str] | None = None
+    body: bytes | str | None = None
+    json: Any = None
+    form: Mapping[str, Any] | None = None
+    unique_key: str | None = None
+    always: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """Whether it is a link as a page's own are (a GET, no headers, no key): it
+        carries a label and data at most."""
+        return (
+            self.method == "GET" and not self.headers and self.body is None
+            and self.json is None and self.form is None and self.unique_key is None
+            and not self.always
+        )  # fmt: skip
+
+    @property
+    def keyed(self) -> bool:
+        """Whether it is deduplicated otherwise than by its URL alone (a method other
+        than GET, a body, a ``unique_key``, ``always``)."""
+        return (
+            self.method != "GET" or self.body is not None or self.unique_key is not None
+            or self.always
+        )  # fmt: skip
+
+    def arguments(self) -> dict[str, Any]:
+        """What its message carries of how to ask for it (a checked request's), as the
+        ``crawl`` actor's ``request`` argument (:mod:`crawler.messages`): its method,
+        headers and body (base64), those that are not a GET's defaults."""
+        carried: dict[str, Any] = {}
+        if self.method != "GET":
+            carried["method"] = self.method
+        if self.headers:
+            carried["headers"] = dict(self.headers)
+        if isinstance(self.body, bytes):
+            carried["body"] = base64.b64encode(self.body).decode("ascii")
+        return carried
+
+
+#: The methods a :class:`Request` may use: those that ask for a page.
+METHODS = ("GET", "HEAD", "POST")
+#: A :class:`Request`'s body, in bytes at most: it travels in the message.
+MAX_BODY_BYTES = 64 * 1024
+#: A :class:`Request`'s headers, at most.
+MAX_HEADERS = 32
+#: A :class:`Request`'s ``unique_key``, in characters at most.
+MAX_UNIQUE_KEY = 256
+#: The headers a request may not set: the crawler's to send (its length, its host, the
+#: crawl's User-Agent and cookies).
+FORBIDDEN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 
 @dataclass(frozen=True)
@@ -284,6 +365,8 @@ class Outcome:
     follow: list[Request] = field(default_factory=list)
     items: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    #: The requests refused (:func:`refusal`: one line each), the others followed.
+    refused: list[str] = field(default_factory=list)
 
 
 #: A :class:`Request`'s label, in characters at most.
@@ -662,10 +745,22 @@ def _checked(returned: Any) -> Outcome:
         # Copies of plain JSON values: what the record holds is what its line says.
         data = _strict_json(data, "data")
         items = [_strict_json(item, "an item") for item in items]
-        requests = [_request(one) for one in follow]
     except ValueError as e:
         return Outcome(error=f"handler-failed: {e}")
-    return Outcome(data=data, follow=requests, items=items)
+    requests, refused = [], []
+    for one in follow:  # a bad request is refused alone: the rest of the page stands
+        try:
+            requests.append(_request(one))
+        except ValueError as e:
+            refused.append(refusal(one, _one_line(e, named=False)))
+    return Outcome(data=data, follow=requests, items=items, refused=refused)
+
+
+def refusal(request: Any, reason: str) -> str:
+    """The one line that says a handler's request was refused, and why."""
+    url = request.url if isinstance(request, Request) else request
+    shown_url = shown(repr(url)) if isinstance(url, str) else type(url).__name__
+    return f"request-refused: {shown_url}: {reason}"
 
 
 #: Items one page may yield at most.
@@ -686,7 +781,10 @@ def _strict_json(value: Any, what: str) -> Any:
 
 def _request(value: Any) -> Request:
     """A URL to follow as a :class:`Request`, checked: a string, or a Request whose
-    label and data JSON carries within :data:`MAX_REQUEST_BYTES`."""
+    label and data JSON carries within :data:`MAX_REQUEST_BYTES`, whose method is one
+    of :data:`METHODS`, whose headers are names and values HTTP can send and whose
+    body (``body``, ``json`` or ``form``, made bytes here) is within
+    :data:`MAX_BODY_BYTES`.  ValueError saying what is wrong."""
     request = Request(value) if isinstance(value, str) else value
     if not isinstance(request, Request) or not isinstance(request.url, str):
         raise ValueError("URLs to follow must be strings or crawler.Request")
@@ -694,7 +792,7 @@ def _request(value: Any) -> Request:
         request.url.encode("utf-8")
     except UnicodeEncodeError as e:
         raise ValueError(f"a URL to follow is not UTF-8: {_one_line(e, named=False)}") from e
-    if request.label is None and request.data is None:
+    if request.plain and request.label is None and request.data is None:
         return request
     if request.label is not None and (
         not isinstance(request.label, str) or not 0 < len(request.label) <= MAX_LABEL
@@ -708,7 +806,88 @@ def _request(value: Any) -> Request:
         raise ValueError(
             f"a request's label and data take {size} bytes of JSON, over {MAX_REQUEST_BYTES}"
         )
-    return Request(request.url, request.label, data)
+    if request.plain:
+        return Request(request.url, request.label, data)
+    method = request.method.upper() if isinstance(request.method, str) else request.method
+    if method not in METHODS:
+        raise ValueError(
+            f"method {shown(repr(request.method))} is not one the crawler sends"
+            f" ({', '.join(METHODS)})"
+        )
+    headers = checked_headers(request.headers)
+    body = _body(request, headers)
+    if body is not None and method in ("GET", "HEAD"):
+        raise ValueError(f"a {method} request carries no body")
+    key = request.unique_key
+    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_UNIQUE_KEY):
+        raise ValueError(
+            f"a request's unique_key must be a string of 1 to {MAX_UNIQUE_KEY} characters"
+        )
+    if not isinstance(request.always, bool):
+        raise ValueError("a request's always must be True or False")
+    return Request(
+        request.url, request.label, data, method, headers or None, body,
+        unique_key=key, always=request.always,
+    )  # fmt: skip
+
+
+def checked_headers(given: Any) -> dict[str, str]:
+    """A request's headers, checked: names HTTP allows, values without line breaks."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise ValueError(f"a request's headers must be a dict, not {type(given).__name__}")
+    if len(given) > MAX_HEADERS:
+        raise ValueError(f"a request has {len(given)} headers, over {MAX_HEADERS}")
+    headers: dict[str, str] = {}
+    for name, value in given.items():
+        if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+            raise ValueError(f"{shown(repr(name))} is not a header name")
+        if name.lower() in FORBIDDEN_HEADERS:
+            raise ValueError(f"the header {name} is the crawler's to send")
+        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"the header {name}'s value must be a string of one line")
+        headers[name] = value
+    return headers
+
+
+#: An HTTP header's name (RFC 9110's token).
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _body(request: Request, headers: dict[str, str]) -> bytes | None:
+    """A request's body as bytes (``body``, ``json`` or ``form``, one of them), its
+    ``Content-Type`` added to ``headers`` unless they name one; None: no body."""
+    given = [v is not None for v in (request.body, request.json, request.form)]
+    if sum(given) > 1:
+        raise ValueError("a request takes one of body, json and form")
+    typed = any(name.lower() == "content-type" for name in headers)
+    body: bytes | str
+    if request.json is not None:
+        body = json.dumps(_strict_json(request.json, "a request's json"), ensure_ascii=False)
+        content_type = "application/json"
+    elif request.form is not None:
+        if not isinstance(request.form, Mapping):
+            raise ValueError(f"a request's form must be a dict, not {type(request.form).__name__}")
+        body, content_type = urlencode(dict(request.form), doseq=True), FORM_TYPE
+    elif isinstance(request.body, (bytes, str)):
+        body, content_type = request.body, ""
+    elif request.body is None:
+        return None
+    else:
+        raise ValueError(
+            f"a request's body must be bytes or str, not {type(request.body).__name__}"
+        )
+    data = body.encode("utf-8") if isinstance(body, str) else body
+    if len(data) > MAX_BODY_BYTES:
+        raise ValueError(f"a request's body takes {len(data)} bytes, over {MAX_BODY_BYTES}")
+    if content_type and not typed:
+        headers["Content-Type"] = content_type
+    return data
+
+
+#: The ``Content-Type`` of a form's body.
+FORM_TYPE = "application/x-www-form-urlencoded"
 
 
 def _deeper_than(data: Any, limit: int) -> bool:

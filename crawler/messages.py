@@ -18,13 +18,16 @@ so that workers of this release carry on a crawl seeded before it.  Format 2 is 
 other message; format 3 a ``crawl`` message carrying what a handler's
 :class:`~crawler.handlers.Request` passed on (``label``: 1 to
 :data:`~crawler.handlers.MAX_LABEL` characters, ``data``: a JSON object; together at
-most :data:`~crawler.handlers.MAX_REQUEST_BYTES` bytes of JSON).  A message of a format
-newer than this worker's is refused as invalid (``--replay`` sends it again once the
-workers are upgraded).
+most :data:`~crawler.handlers.MAX_REQUEST_BYTES` bytes of JSON); format 4 one carrying
+how the request asks for its page (``request``: :func:`_asking`) or the version of the
+crawl's shared cookies (``jar``).  A message of a format newer than this worker's is
+refused as invalid (``--replay`` sends it again once the workers are upgraded).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import inspect
 import json
@@ -36,7 +39,14 @@ from dramatiq.middleware import CurrentMessage
 
 from crawler.errors import InvalidMessage
 from crawler.frontier.scope import FORMAT, KINDS, MAX_SITEMAP_LEVEL, SITEMAP_ACTOR
-from crawler.handlers import MAX_LABEL, MAX_REQUEST_BYTES
+from crawler.handlers import (
+    MAX_BODY_BYTES,
+    MAX_LABEL,
+    MAX_REQUEST_BYTES,
+    MAX_UNIQUE_KEY,
+    METHODS,
+    checked_headers,
+)
 from crawler.option_rules import FLAG, WHOLE, Rule, canonical_http_url, utf8_text, whole_between
 from crawler.options import CrawlOptions, quoted
 
@@ -222,6 +232,41 @@ def _data(value: Any) -> dict[str, Any] | None:
     return value
 
 
+def _asking(value: Any) -> dict[str, Any] | None:
+    """How a :class:`~crawler.handlers.Request` asks for its page: ``method`` (one of
+    :data:`~crawler.handlers.METHODS`), ``headers`` (names and one-line values),
+    ``body`` (base64, :data:`~crawler.handlers.MAX_BODY_BYTES` bytes at most; none for
+    GET and HEAD) and ``key`` (what it is deduplicated by), each optional."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not set(value) <= set(ASKING):
+        raise ValueError
+    method = value.get("method", "GET")
+    if method not in METHODS:
+        raise ValueError(f"method {quoted(method)} is not one the crawler sends")
+    checked_headers(value.get("headers"))
+    body = value.get("body")
+    if body is not None:
+        try:
+            size = len(base64.b64decode(body, validate=True))
+        except (TypeError, ValueError, binascii.Error) as e:
+            raise ValueError("its body is not base64") from e
+        if size > MAX_BODY_BYTES:
+            raise ValueError(f"its body takes {size} bytes, over {MAX_BODY_BYTES}")
+        if method in ("GET", "HEAD"):
+            raise ValueError(f"a {method} request carries no body")
+    key = value.get("key")
+    if key is not None and (not isinstance(key, str) or not 0 < len(key) <= MAX_KEY):
+        raise ValueError(f"its key must be a string of 1 to {MAX_KEY} characters")
+    return value
+
+
+#: What a message's ``request`` argument may hold.
+ASKING = ("method", "headers", "body", "key")
+#: A request's key, in characters at most: ``key:`` and a ``unique_key``.
+MAX_KEY = MAX_UNIQUE_KEY + 4
+
+
 #: The rules of ``crawl``'s arguments besides its options (``sitemap`` and ``listed``:
 #: those of a ``crawl`` message of format 1).
 ARGUMENTS: dict[str, Rule[Any]] = {
@@ -230,6 +275,8 @@ ARGUMENTS: dict[str, Rule[Any]] = {
     "via_public": FLAG,
     "label": Rule(f"null or a string of 1 to {MAX_LABEL} characters", _label),
     "data": Rule("null or a JSON object", _data),
+    "request": Rule("null or a request's method, headers, body and key", _asking),
+    "jar": WHOLE,
     "sitemap": Rule(
         f"a whole number from 0 to {MAX_SITEMAP_LEVEL}", whole_between(0, MAX_SITEMAP_LEVEL)
     ),

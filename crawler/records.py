@@ -81,6 +81,14 @@ class PageRecord(_EveryRecord, total=False):
     items: list[dict[str, Any]]
     #: Why the page handler failed, one line; the page's links were still followed.
     handler_error: str
+    #: The handler's requests that were refused, one line each (``request-refused:``);
+    #: the rest of the page stands.
+    refused_requests: list[str]
+    #: The request's method, when not GET (a handler's ``Request(method=...)``).
+    method: str
+    #: What a handler's request other than a plain GET is deduplicated by, besides its
+    #: URL: its ``unique_key``, or a digest of its method and body.
+    request_key: str
     #: How many of ``links`` are sitemaps (a sitemap's record).
     sitemaps: int
     #: The last error, one line (a failure).
@@ -129,7 +137,8 @@ def page_record(
 PAGE_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",
     "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "warc_file",
-    "warc_offset", "payload_digest", "data", "items", "handler_error",
+    "warc_offset", "payload_digest", "data", "items", "handler_error", "refused_requests",
+    "method", "request_key",
 )  # fmt: skip
 
 
@@ -215,7 +224,7 @@ RECORD_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "dropped_links",
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
     "warc_offset", "payload_digest", "data", "handler_error", "bytes",
-    "fetch_ms", "items",
+    "fetch_ms", "items", "refused_requests", "method", "request_key",
 )  # fmt: skip
 
 

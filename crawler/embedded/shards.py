@@ -28,6 +28,7 @@ from typing import Any
 import dramatiq
 
 from crawler.brokers.local import PriorityStubBroker
+from crawler.frontier.scope import url_in
 from crawler.stores.saved import SavedState
 
 
@@ -156,7 +157,7 @@ class ShardBroker(PriorityStubBroker):
         mine: list[str] = []
         theirs: defaultdict[int, list[str]] = defaultdict(list)
         for url in urls:
-            owner = owner_of(url, self.shards.count)
+            owner = owner_of(url_in(url), self.shards.count)  # a keyed request's too
             if owner == self.index:
                 mine.append(url)
                 continue

@@ -2,6 +2,14 @@
 hop), the network guard every hop's connection passes (it connects to the addresses
 it checked), and its failures sorted by kind."""
 
-from crawler.fetching.bounded_fetch import Fetched, fetch, is_html, new_session, read_body
+from crawler.fetching.bounded_fetch import (
+    GET,
+    Asking,
+    Fetched,
+    fetch,
+    is_html,
+    new_session,
+    read_body,
+)  # fmt: skip
 
-__all__ = ["Fetched", "fetch", "is_html", "new_session", "read_body"]
+__all__ = ["GET", "Asking", "Fetched", "fetch", "is_html", "new_session", "read_body"]

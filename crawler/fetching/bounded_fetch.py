@@ -8,6 +8,7 @@ through (:meth:`CrawlerAdapter.for_hop`).
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import socket
@@ -91,6 +92,48 @@ class Fetched:
         self.response.close()
 
 
+@dataclass(frozen=True)
+class Asking:
+    """How a fetch asks for its page: upstream's GET, or what a handler's
+    :class:`~crawler.handlers.Request` said (its message's ``request`` argument).
+
+    Parameters:
+      method(str): GET, HEAD or POST.
+      headers(tuple): ``(name, value)`` pairs on top of the crawl's headers.
+      body(bytes|None): The body (a POST's).
+    """
+
+    method: str = "GET"
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+
+    @classmethod
+    def of(cls, request: Mapping[str, Any] | None) -> Asking:
+        """What a message's ``request`` argument (checked) asks; a plain GET for None."""
+        if not request:
+            return GET
+        body = request.get("body")
+        return cls(
+            request.get("method", "GET"),
+            tuple((request.get("headers") or {}).items()),
+            None if body is None else base64.b64decode(body),
+        )
+
+    def redirected(self, status: int) -> Asking:
+        """How the next hop asks after a redirect of ``status``: a 303, and a 301 or 302
+        to a POST, turn it into a GET without its body, as browsers do (RFC 9110
+        15.4); a 307 and 308 ask again as they did."""
+        to_get = status == 303 and self.method != "HEAD"
+        if to_get or (status in (301, 302) and self.method == "POST"):
+            headers = tuple((n, v) for n, v in self.headers if n.lower() != "content-type")
+            return Asking("GET", headers, None)
+        return self
+
+
+#: Upstream's way of asking: a GET.
+GET = Asking()
+
+
 def fetch(
     session: requests.Session,
     url: str,
@@ -101,8 +144,10 @@ def fetch(
     keeper: Keeper | None = None,
     max_redirects: int = MAX_REDIRECTS,
     conditions: Mapping[str, str] | None = None,
+    asking: Asking = GET,
 ) -> Fetched:
-    """GET ``url`` for streaming, or raise a :mod:`crawler.errors` error saying why not.
+    """GET ``url`` for streaming (or ask for it as ``asking`` says: a handler's POST),
+    or raise a :mod:`crawler.errors` error saying why not.
 
     Redirects are followed here, not by requests, so that every hop keeps to the
     deadline and the network guard, and no redirect's body is read (unless ``keeper``
@@ -121,11 +166,14 @@ def fetch(
     deadline = time.monotonic() + limits.fetch_deadline
     public = via_public
     for _hop in range(max_redirects + 1):
-        response, public = _get(session, url, user_agent, deadline, limits, public, conditions)
+        response, public = _get(
+            session, url, user_agent, deadline, limits, public, conditions, asking
+        )
         fetched = Fetched(response, deadline, public, _peer_address(response))
         target = session.get_redirect_target(response)
         if target is None:
             break
+        asking = asking.redirected(response.status_code)
         _keep(keeper, fetched, limits)
         response.close()
         try:
@@ -200,6 +248,7 @@ def _get(
     limits: Limits,
     public_so_far: bool,
     conditions: Mapping[str, str] | None = None,
+    asking: Asking = GET,
 ) -> tuple[requests.Response, bool]:
     """One hop: its response, and whether the fetch has touched a public address."""
     remaining = deadline - time.monotonic()
@@ -208,8 +257,9 @@ def _get(
     timeout = (min(TIMEOUT[0], remaining), min(TIMEOUT[1], remaining))
     try:
         return _send_get(
-            session, url, user_agent, timeout, public_only=public_so_far, conditions=conditions
-        )
+            session, url, user_agent, timeout, public_only=public_so_far,
+            conditions=conditions, asking=asking,
+        )  # fmt: skip
     except _PERMANENT_REQUEST_ERRORS as e:
         raise PermanentError(f"{type(e).__name__}: {e}") from e
     except (requests.ConnectionError, requests.Timeout) as e:
@@ -248,8 +298,10 @@ def _send_get(
     *,
     public_only: bool,
     conditions: Mapping[str, str] | None = None,
+    asking: Asking = GET,
 ) -> tuple[requests.Response, bool]:
     """``session.get(url, headers=..., timeout=..., stream=True, allow_redirects=False)``
+    (or ``session.request`` as ``asking`` says)
     through the network guard; the response, and whether the fetch has touched a
     public address, this hop included.
 
@@ -271,7 +323,7 @@ def _send_get(
     settings, to honour them.  Through a proxy, which resolves the name itself, only
     the name can be checked, here and before the request (:func:`network_guard.check_hop`).
     """
-    request, proxies, verify, cert = _prepare_hop(session, url, user_agent)
+    request, proxies, verify, cert = _prepare_hop(session, url, user_agent, asking)
     if conditions:
         request.headers.update(conditions)
 
@@ -294,30 +346,35 @@ def _send_get(
 
 
 def _prepare_hop(
-    session: requests.Session, url: str, user_agent: str
+    session: requests.Session, url: str, user_agent: str, asking: Asking = GET
 ) -> tuple[PreparedRequest, Mapping[str, str], bool | str, str | tuple[str, str] | None]:
-    """The hop's GET, and the ``proxies``, ``verify`` and ``cert`` to send it with: the
-    session's own, or with ``trust_env`` as requests prepares them, merged with the
-    environment's."""
+    """The hop's request (a GET, or as ``asking`` says), and the ``proxies``, ``verify``
+    and ``cert`` to send it with: the session's own, or with ``trust_env`` as requests
+    prepares them, merged with the environment's."""
+    headers = {"User-Agent": user_agent, **dict(asking.headers)}
     if session.trust_env:
         request = session.prepare_request(
-            requests.Request("GET", url, headers={"User-Agent": user_agent})
+            requests.Request(asking.method, url, headers=headers, data=asking.body)
         )
         merged = session.merge_environment_settings(str(request.url), {}, True, None, None)
         proxies, verify, cert = merged["proxies"], merged["verify"], merged["cert"]
     else:
-        request = _prepare_get(session, url, user_agent)
+        request = _prepare_get(session, url, headers, asking)
         proxies, verify, cert = session.proxies, session.verify, session.cert
     return request, proxies, True if verify is None else verify, cert
 
 
-def _prepare_get(session: requests.Session, url: str, user_agent: str) -> PreparedRequest:
-    """The GET that ``session.prepare_request`` would make, minus the merging of
-    settings a crawler never passes."""
+def _prepare_get(
+    session: requests.Session, url: str, headers: Mapping[str, str], asking: Asking = GET
+) -> PreparedRequest:
+    """The GET (or the request ``asking`` says) that ``session.prepare_request`` would
+    make, minus the merging of settings a crawler never passes."""
     request = requests.PreparedRequest()
-    request.prepare_method("GET")
+    request.prepare_method(asking.method)
     request.prepare_url(url, None)
-    request.prepare_headers({**session.headers, "User-Agent": user_agent})
+    request.prepare_headers({**session.headers, **headers})
+    if asking.body is not None:
+        request.prepare_body(asking.body, None)
     if "@" in url or session.auth is not None:
         request.prepare_auth(session.auth, url)  # --auth-env, or user:password@host
     if session.cookies:

@@ -39,7 +39,7 @@ from crawler.environment import Lifetimes, Limits
 from crawler.errors import Deferred, PermanentError, ServerBusy, TransientError
 from crawler.frontier import counters, journal, politeness
 from crawler.frontier.digests import owner_token, short_id, url_digest
-from crawler.frontier.scope import SITEMAP_ACTOR, message_of
+from crawler.frontier.scope import SITEMAP_ACTOR, message_of, request_name, url_in
 from crawler.options import CrawlOptions
 from crawler.stores import StorePool, Stores
 from crawler.stores.client import StoreClient
@@ -75,10 +75,17 @@ def claim_name(url: str, sitemap: int | bool = False) -> str:
 def claim_name_of(message: Any, url: str) -> str:
     """What ``message`` (of ``url``, whatever else it holds) claims: a sitemap's, for the
     sitemaps' actor and for a ``crawl`` message of format 1 naming a sitemap
-    (:mod:`crawler.messages`)."""
+    (:mod:`crawler.messages`); a keyed request's own (:func:`request_name`), for a
+    message carrying a request's ``key``."""
     kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
     sitemap = getattr(message, "actor_name", None) == SITEMAP_ACTOR or kwargs.get("sitemap")
-    return claim_name(url, bool(sitemap))
+    return claim_name(request_name(url, key_of(kwargs.get("request"))), bool(sitemap))
+
+
+def key_of(request: Any) -> str | None:
+    """The ``key`` a message's ``request`` argument carries (None: none, a plain GET's)."""
+    key = request.get("key") if isinstance(request, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def url_hash(url: str, crawl_id: str | None = None) -> str:
@@ -574,7 +581,8 @@ def send_claimed(
             parent_id, list(urls), kwargs, own or {}, crawl_id=crawl_id, priority=priority,
             sitemaps=sitemaps, first_delivery=first_delivery,
         )  # fmt: skip
-    names = {claim_name(url, sitemaps): url for url in urls}  # what each message claims
+    # What each message claims, and its entry: a URL, or a keyed request's name
+    names = {claim_name(entry, sitemaps): entry for entry in urls}
     digests, keys = _claim_keys(list(names), crawl_id)
     if not keys:
         return []
@@ -730,11 +738,12 @@ def _messages(
 ) -> list[dramatiq.Message[Any]]:
     """A message for each link of ``to_send``, in the page's order: of ``actor``, or of
     its sitemaps' actor for the sitemaps' claims (:func:`claim_name`); with the
-    arguments ``own`` holds for its URL besides ``kwargs``."""
+    arguments ``own`` holds for its entry (a URL, or a keyed request's name) besides
+    ``kwargs``."""
     return [
         message_of(
             actor,
-            names[name],
+            url_in(names[name]),
             {**kwargs, **own[names[name]]} if names[name] in own else kwargs,
             priority,
             sitemap=name.startswith(SITEMAP_MARK),

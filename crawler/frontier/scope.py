@@ -6,6 +6,7 @@ reason, never allowed to fail the page it was found on and so lose its good link
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -69,10 +70,17 @@ def page_links_to_follow(
     options: CrawlOptions,
     depth: int,
     labels: Callable[[str], str | None] | None = None,
+    origin: str = "",
 ) -> tuple[list[str], dict[str, dict[str, Any]], list[Dropped]]:
     """:func:`links_to_follow` of a page's ``anchors`` and its handler's ``requests``;
-    besides, the arguments of their own that the followed URLs a request labelled
-    carry in their messages (``label``, ``data``), by URL.
+    besides, the arguments of their own that the followed entries carry in their
+    messages (``label``, ``data``, ``request``), by entry.
+
+    An entry is a canonical URL, or for a request that is not a plain GET (a method, a
+    body, a ``unique_key``, ``always``: :attr:`~crawler.handlers.Request.keyed`) its
+    :func:`request_name`, claimed apart from the URL's plain GET; ``origin`` (the id of
+    the message the page came from) makes an ``always`` request's key, the same each
+    time that message is redone.
 
     A page's anchors carry none.  A URL both an anchor and a request name goes with the
     request's label and data (its first request's, when several name it): the handler
@@ -83,26 +91,103 @@ def page_links_to_follow(
     (:mod:`crawler.frontier.claims`): a URL claimed before, plainly or with other data,
     is not fetched again for its request's sake.
     """
-    found = [*anchors, *(request.url for request in requests)]
+    plain = [request for request in requests if not request.keyed]
+    found = [*anchors, *(request.url for request in plain)]
     follow, dropped = links_to_follow(found, options, depth)
     followed = set(follow)
     own: dict[str, dict[str, Any]] = {}
-    for request in requests:
-        if request.label is None and request.data is None:
+    for request in plain:
+        if request.label is None and request.data is None and not request.headers:
             continue
         try:
             link = canonical_url(request.url)
         except ValueError:  # dropped above, with its reason
             continue
         if link in followed and link not in own:
-            carried = {"label": request.label, "data": request.data}
-            own[link] = {name: value for name, value in carried.items() if value is not None}
+            own[link] = carried(request)
+    keyed = [request for request in requests if request.keyed]
+    if keyed and (options.max_depth is None or depth + 1 <= options.max_depth):
+        follow += _keyed_to_follow(keyed, options, origin, own, dropped)
     if labels is not None:
-        for link in follow:
-            label = None if "label" in own.get(link, {}) else labels(link)
+        for entry in follow:
+            label = None if "label" in own.get(entry, {}) else labels(url_in(entry))
             if label is not None:
-                own[link] = {"label": label, **own.get(link, {})}
+                own[entry] = {"label": label, **own.get(entry, {})}
     return follow, own, dropped
+
+
+def _keyed_to_follow(
+    keyed: list[Request],
+    options: CrawlOptions,
+    origin: str,
+    own: dict[str, dict[str, Any]],
+    dropped: list[Dropped],
+) -> list[str]:
+    """The entries (:func:`request_name`) of the keyed requests the crawl's scope allows,
+    each once, their arguments put in ``own``; those that cannot be parsed added to
+    ``dropped``."""
+    follow: list[str] = []
+    asked: dict[str, int] = {}
+    for request in keyed:
+        try:
+            link = canonical_url(request.url)
+        except ValueError as e:
+            dropped.append(Dropped(request.url, str(e) or type(e).__name__))
+            continue
+        if not options.allows_url(link):
+            continue
+        nth = asked[link] = asked.get(link, -1) + 1
+        key = request_key(request, link, origin, nth)
+        name = request_name(link, key)
+        if name not in own:
+            follow.append(name)
+            own[name] = carried(request, key)
+    return follow
+
+
+def carried(request: Request, key: str | None = None) -> dict[str, Any]:
+    """What a checked request's message carries besides the crawl's: its ``label`` and
+    ``data``, and how to ask for it (``request``: method, headers, body, ``key``)."""
+    asked = request.arguments()
+    if key is not None:
+        asked["key"] = key
+    given = {"label": request.label, "data": request.data, "request": asked or None}
+    return {name: value for name, value in given.items() if value is not None}
+
+
+#: Marks the claim of a handler's request that is not a plain GET: claimed apart from
+#: its URL's (:func:`request_name`).
+REQUEST_MARK = "request "
+
+
+def request_key(request: Request, link: str, origin: str, nth: int = 0) -> str:
+    """What a keyed request (of canonical URL ``link``) is deduplicated by besides its
+    URL: ``always:`` and a digest of the message it came from and its place among that
+    page's ``always`` requests of the URL (``nth``), the same when the page is redone;
+    else ``key:`` and its ``unique_key``; else its method and a digest of its body."""
+    if request.always:
+        return "always:" + _digest(f"{origin} {nth} {link}".encode())
+    if request.unique_key is not None:
+        return "key:" + request.unique_key
+    body = request.body if isinstance(request.body, bytes) else b""
+    return f"{request.method}:" + _digest(body)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=12).hexdigest()
+
+
+def request_name(link: str, key: str | None) -> str:
+    """What the message of a request for ``link`` claims: the URL, or with a ``key``
+    (:func:`request_key`) the request's own name."""
+    return link if key is None else f"{REQUEST_MARK}{link} {key}"
+
+
+def url_in(entry: str) -> str:
+    """The URL of a link to follow: the link, or the URL of a :func:`request_name`."""
+    if entry.startswith(REQUEST_MARK):
+        return entry[len(REQUEST_MARK) :].partition(" ")[0]
+    return entry
 
 
 #: How deep sitemaps nest at most: robots.txt (1), the sitemap index it names (2), its
@@ -113,17 +198,23 @@ KINDS = ("pages", "sitemaps")
 #: The actor of a crawl's sitemap messages (``--sitemaps``), on the ``crawl`` actor's queue.
 SITEMAP_ACTOR = "crawl_sitemap"
 #: The newest format of the messages this crawler sends and reads, in their ``format``
-#: option: a ``crawl`` message carrying a handler's ``label`` or ``data``
-#: (:class:`crawler.handlers.Request`).  A message without one is of format 1 (upstream's,
-#: and this crawler's before sitemaps had an actor of their own, when a ``crawl`` message
-#: carried ``sitemap`` and ``listed``).
-FORMAT = 3
+#: option: a ``crawl`` message carrying how a handler's request asks for its page
+#: (``request``: its method, headers, body, key) or the version of the crawl's shared
+#: cookies it was sent with (``jar``).  Format 3: one carrying a handler's ``label`` or
+#: ``data`` alone (:class:`crawler.handlers.Request`).  A message without one is of
+#: format 1 (upstream's, and this crawler's before sitemaps had an actor of their own,
+#: when a ``crawl`` message carried ``sitemap`` and ``listed``).
+FORMAT = 4
+#: The format of a ``crawl`` message carrying a request's ``label`` or ``data`` alone.
+LABELLED_FORMAT = 3
 #: The format of every other message: a worker of the release before (which reads 1
 #: and 2) still takes them during an upgrade, and refuses only the messages of format
 #: 3, in one line, as invalid (``--replay`` sends them again once it is upgraded).
 PLAIN_FORMAT = 2
 #: The ``crawl`` arguments a :class:`crawler.handlers.Request` adds to its URL's message.
 REQUEST_ARGUMENTS = ("label", "data")
+#: The ``crawl`` arguments of format 4: how a request asks, and the cookies' version.
+ASKING_ARGUMENTS = ("request", "jar")
 
 
 def sitemap_links_to_follow(
@@ -189,11 +280,19 @@ def report_dropped(page_url: str, dropped: list[Dropped]) -> int:
 
 
 def child_arguments(
-    depth: int, options: dict[str, Any] | None, via_public: bool, *, sitemap: int = 0
+    depth: int,
+    options: dict[str, Any] | None,
+    via_public: bool,
+    *,
+    sitemap: int = 0,
+    jar: int = 0,
 ) -> dict[str, Any]:
     """The keyword arguments of a link's message: its depth, the crawl's options,
     whether the page it was found on was public (for the network guard), and, for a
-    sitemap to read (``--sitemaps``), how deep it is nested (robots.txt is 1)."""
+    sitemap to read (``--sitemaps``), how deep it is nested (robots.txt is 1); the
+    version of the crawl's shared cookies the page knew (``jar``: 0, none), so that
+    the worker that fetches the link sends them
+    (:mod:`crawler.fetching.shared_cookies`)."""
     kwargs: dict[str, Any] = {"depth": depth + 1}
     if options:
         kwargs["options"] = options
@@ -201,6 +300,8 @@ def child_arguments(
         kwargs["via_public"] = True
     if sitemap:
         kwargs["sitemap"] = sitemap
+    if jar:
+        kwargs["jar"] = jar
     return kwargs
 
 
@@ -216,11 +317,17 @@ def message_of(
     """A crawl's message for ``url``: for the ``crawl`` actor, or with ``sitemap`` for its
     sitemaps' actor (:data:`SITEMAP_ACTOR`, on the same queue); with the broker
     ``priority`` when given, and ``message_id`` when given; the crawl's ``--retries`` as
-    its ``max_retries``.  Of :data:`FORMAT` when it carries a request's label or data
-    (:data:`REQUEST_ARGUMENTS`), else of :data:`PLAIN_FORMAT`, which workers of the
-    release before read too."""
-    labelled = any(name in kwargs for name in REQUEST_ARGUMENTS)
-    options: dict[str, Any] = {"format": FORMAT if labelled else PLAIN_FORMAT}
+    its ``max_retries``.  Of :data:`FORMAT` when it carries how a request asks or the
+    cookies' version (:data:`ASKING_ARGUMENTS`), of :data:`LABELLED_FORMAT` when it
+    carries a request's label or data alone (:data:`REQUEST_ARGUMENTS`), else of
+    :data:`PLAIN_FORMAT`, which workers of the releases before read too."""
+    if any(name in kwargs for name in ASKING_ARGUMENTS):
+        version = FORMAT
+    elif any(name in kwargs for name in REQUEST_ARGUMENTS):
+        version = LABELLED_FORMAT
+    else:
+        version = PLAIN_FORMAT
+    options: dict[str, Any] = {"format": version}
     if priority is not None:
         options["broker_priority"] = priority
     retries = (kwargs.get("options") or {}).get("retries")

@@ -20,6 +20,7 @@ from crawler.fetching import Fetched
 from crawler.frontier import claims
 from crawler.handlers import Handlers
 from crawler.pipeline.budget import BudgetStage
+from crawler.pipeline.cookies import CookieStage
 from crawler.pipeline.handler import HandlerStage
 from crawler.pipeline.politeness import PolitenessStage
 from crawler.pipeline.record import RecordStage
@@ -35,6 +36,7 @@ from crawler.stores import Stores
 
 __all__ = [
     "BudgetStage",
+    "CookieStage",
     "HandlerStage",
     "PageVisit",
     "Pipeline",
@@ -66,6 +68,8 @@ def default_stages(
       record (the fields are then put in one order, :func:`crawler.records.in_order`);
     * the page budget before robots.txt and the host's turn: a page over budget neither
       asks robots.txt nor waits for its host;
+    * the crawl's shared cookies once the page is to be fetched (none loaded for a
+      page deferred), and before the scope, whose links carry their version;
     * recrawl before WARC: its earlier validators make the request conditional, and a
       ``304`` is not downloaded again (WARC keeps no body of it), its ``unchanged``
       outcome standing over WARC's revisit;
@@ -79,6 +83,7 @@ def default_stages(
         RecordStage(),
         BudgetStage(stores, lifetimes),
         PolitenessStage(stores, limits),
+        CookieStage(stores, lifetimes),
         RecrawlStage(stores),
         RenderStage(renderer, handlers),
         HandlerStage(handlers),

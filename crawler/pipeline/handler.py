@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from crawler.fetching import Fetched, is_html
 from crawler.handlers import Handler, Handlers, page_of, requests_followed, takes, with_enqueued
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
+
+logger = logging.getLogger(__name__)
 
 
 def stages_of(handler: Handler | None) -> list[Stage]:
@@ -78,7 +81,10 @@ class HandlerStage(Stage):
             )
             handled = self.handlers.run(visit.handler, visit.page, seconds)
             visit.handled = with_enqueued(handled, visit.page)  # and its page.enqueue_links()
-        visit.asked = requests_followed(visit.handled, visit.response.url)  # label and data
+        visit.asked, refused = requests_followed(visit.handled, visit.response.url)
+        visit.refused = [*(visit.handled.refused if visit.handled else ()), *refused]
+        for line in visit.refused:  # the rest of the page stands
+            logger.warning("URL %r: its handler's %s", visit.url, line)
         _each(visit, lambda stage: stage.on_links(visit))
 
     def on_record(self, visit: PageVisit) -> None:
@@ -89,4 +95,6 @@ class HandlerStage(Stage):
                 visit.record["items"] = handled.items
             if handled.error is not None:
                 visit.record["handler_error"] = handled.error
+        if visit.refused:
+            visit.record["refused_requests"] = visit.refused
         _each(visit, lambda stage: stage.on_record(visit))

@@ -9,8 +9,8 @@ from crawler.pipeline.visit import PageVisit
 
 class RecordStage(Stage):
     """Start a fetched page's record with what every page has (its URL, outcome, status,
-    links, depth, the messages sent, the fetch's time, its size); the stages after it
-    add their own fields."""
+    links, depth, the messages sent, the fetch's time, its size; a handler's request's
+    method and key); the stages after it add their own fields."""
 
     def on_record(self, visit: PageVisit) -> None:
         body = visit.body if visit.body is not None else visit.content  # a handler's JSON...
@@ -18,3 +18,7 @@ class RecordStage(Stage):
         visit.page_record = records.page_record(
             visit.url, visit.response, visit.anchors, visit.depth, visit.sent, size
         )
+        if visit.asking.method != "GET":  # a handler's Request(method=...)
+            visit.record["method"] = visit.asking.method
+        if visit.key is not None:
+            visit.record["request_key"] = visit.key

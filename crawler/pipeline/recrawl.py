@@ -28,8 +28,8 @@ class RecrawlStage(Stage):
         self.pool = pool
 
     def before_request(self, visit: PageVisit) -> None:
-        if not visit.crawl_options.recrawl:
-            return
+        if not visit.crawl_options.recrawl or visit.key is not None:
+            return  # a keyed request (a POST...) is not the page the earlier crawl saw
         with self.pool.reserve() as client:  # none while the store holds none: fetched in full
             visit.earlier = recrawl.earlier_of(client, visit.crawl_options.crawl_id, visit.url)
         visit.conditions = None if visit.earlier is None else visit.earlier.conditions()

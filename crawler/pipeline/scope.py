@@ -23,11 +23,11 @@ class ScopeStage(Stage):
         anchors = [] if options.follow == FOLLOW_HANDLERS else visit.anchors or []
         labels = handler.link_label if isinstance(handler, Router) and handler.link_labels else None
         visit.follow, visit.own, dropped = page_links_to_follow(
-            anchors, visit.asked, options, depth, labels
+            anchors, visit.asked, options, depth, labels, visit.message.message_id
         )
         visit.dropped_links = report_dropped(visit.url, dropped)
         public = visit.fetched is not None and visit.fetched.public
-        visit.kwargs = child_arguments(depth, visit.options, via_public=public)  # no label nor data
+        visit.kwargs = child_arguments(depth, visit.options, via_public=public, jar=visit.jar)
         visit.priority = priority(depth + 1, options)
 
     def on_record(self, visit: PageVisit) -> None:

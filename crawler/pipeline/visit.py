@@ -10,9 +10,10 @@ import requests
 
 from crawler.archiving.warc import Keeper, Stored
 from crawler.environment import Limits
-from crawler.fetching import Fetched
+from crawler.fetching import GET, Asking, Fetched
 from crawler.frontier import claims
 from crawler.frontier.recrawl import Earlier
+from crawler.frontier.scope import request_name
 from crawler.handlers import Handler, Outcome, Page, Request
 from crawler.links.cleaning import clean_href
 from crawler.links.extraction import html_links
@@ -36,6 +37,14 @@ class PageVisit:
       via_public(bool): Whether the page linking to it was on a public address.
       label(str|None): The label a handler's request gave it.
       data(dict|None): The data a handler's request gave it.
+      asking(Asking): How the fetch asks for the page: a GET, or as a handler's
+        request said (its method, headers, body).
+      key(str|None): What a handler's keyed request is deduplicated by besides its URL
+        (None: the URL alone).
+      jar(int): The version of the crawl's shared cookies the message was sent with;
+        the cookie stage raises it when the page's answer sets cookies.
+      cookies_before(frozenset|None): What the session's jar held before the request
+        (the cookie stage's, for a crawl whose cookies its workers share).
       bounds(Limits): The fetch's and the actor's bounds, with the crawl's ``--timeout``.
       links(Links|None): What sends the page's links, once the URL is claimed.
       skipped(str|None): The outcome of a page that is not fetched (a duplicate, over
@@ -57,6 +66,7 @@ class PageVisit:
       page(Page|None): What the handler is given of the page.
       handled(Outcome|None): What the handler made of it.
       asked(list[Request]): The requests the handler asked to follow.
+      refused(list[str]): Those refused, one line each (``request-refused:``).
       anchors(list[str]|None): The page's links (None: it is not HTML).
       follow(list[str]): The links to send, in scope.
       own(dict): The arguments of their own of links a handler's request labelled.
@@ -80,6 +90,10 @@ class PageVisit:
     label: str | None
     data: dict[str, Any] | None
     bounds: Limits
+    asking: Asking = GET
+    key: str | None = None
+    jar: int = 0
+    cookies_before: frozenset[tuple[Any, ...]] | None = None
     links: claims.Links | None = None
     skipped: str | None = None
     session: requests.Session | None = None
@@ -98,6 +112,7 @@ class PageVisit:
     page: Page | None = None
     handled: Outcome | None = None
     asked: list[Request] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     anchors: list[str] | None = None
     follow: list[str] = field(default_factory=list)
     own: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -119,6 +134,8 @@ class PageVisit:
         label: str | None,
         data: dict[str, Any] | None,
         limits: Limits,
+        request: dict[str, Any] | None = None,
+        jar: int = 0,
     ) -> PageVisit:
         """The visit of the message being processed by ``crawl`` (a fresh one when the
         actor is called as a function), its options read and its bounds set; its actor
@@ -128,9 +145,16 @@ class PageVisit:
         crawl_options = CrawlOptions.from_message(options)
         message = claims.current_message(actor, url)
         bounds = limits.within(crawl_options.timeout)  # --timeout
+        asking, key = Asking.of(request), claims.key_of(request)
         return cls(
-            actor, message, url, depth, options, crawl_options, via_public, label, data, bounds
-        )
+            actor, message, url, depth, options, crawl_options, via_public, label, data, bounds,
+            asking, key, jar,
+        )  # fmt: skip
+
+    @property
+    def claim(self) -> str:
+        """What the message claims: its URL, or a keyed request's name."""
+        return request_name(self.url, self.key)
 
     @property
     def response(self) -> requests.Response:
