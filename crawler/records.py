@@ -133,6 +133,15 @@ def page_record(
     return record
 
 
+def items_page(record: Record) -> str:
+    """What an item sink names a record's page by (``url`` in its items): its URL; for a
+    handler's keyed request (a POST, a ``unique_key``...), the URL, a space and its
+    ``request_key``, so that two requests for one URL keep their items apart (and
+    PostgreSQL's key, crawl, page and index, holds each once)."""
+    key = record.get("request_key")
+    return record["url"] if key is None else f"{record['url']} {key}"
+
+
 #: The order of a page record's fields, whichever stage added them.
 PAGE_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",

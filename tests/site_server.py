@@ -36,6 +36,8 @@ class Request:
     wall_time: float = 0.0
     #: Every header of the request, by its lower-case name.
     headers: dict[str, str] = field(default_factory=dict, compare=False)
+    method: str = "GET"
+    body: bytes = b""
 
 
 #: Answers a request itself: given the handler and how many times (1, 2, ...)
@@ -97,12 +99,18 @@ class SiteServer:
         self._httpd.server_close()
 
     def record(
-        self, path: str, host: str = "", user_agent: str = "", headers: dict[str, str] | None = None
+        self,
+        path: str,
+        host: str = "",
+        user_agent: str = "",
+        headers: dict[str, str] | None = None,
+        method: str = "GET",
+        body: bytes = b"",
     ) -> tuple[int, int]:
         """Logs a request: how many of this path so far, and of all paths."""
         with self._lock:
             now = time.monotonic()
-            request = Request(path, now, host, user_agent, time.time(), headers or {})
+            request = Request(path, now, host, user_agent, time.time(), headers or {}, method, body)
             self.requests.append(request)
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
@@ -134,10 +142,26 @@ class SiteServer:
         with self._lock:
             return Counter(request.path for request in self.requests)
 
+    def asked(self) -> Counter[tuple[str, str, bytes]]:
+        """Each request's method, path and body, counted."""
+        with self._lock:
+            return Counter((r.method, r.path, r.body) for r in self.requests)
+
 
 def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        #: A POST's body (``behaviors`` read it here).
+        body = b""
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.body = self.rfile.read(length)
+            self.do_GET()
+
+        def do_HEAD(self) -> None:
+            self.do_GET()
 
         def do_GET(self) -> None:
             nth, count = server.record(
@@ -145,6 +169,8 @@ def _handler_for(server: SiteServer) -> type[BaseHTTPRequestHandler]:
                 self.headers.get("Host", ""),
                 self.headers.get("User-Agent", ""),
                 {name.lower(): value for name, value in self.headers.items()},
+                self.command,
+                self.body,
             )
             try:
                 server.wait_if_held(count)
@@ -179,7 +205,8 @@ def send(handler: BaseHTTPRequestHandler, page: Page, **headers: str) -> None:
     for name, value in page.headers:
         handler.send_header(name, value)
     handler.end_headers()
-    handler.wfile.write(page.body)
+    if handler.command != "HEAD":
+        handler.wfile.write(page.body)
 
 
 def html(*hrefs: str, extra: str = "") -> Page:

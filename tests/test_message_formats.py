@@ -127,7 +127,7 @@ def test_a_format_1_page_message_is_crawled_as_before(
     ]
 
 
-@pytest.mark.parametrize("version", [4, "2", True, None, 0])
+@pytest.mark.parametrize("version", [5, "2", True, None, 0])
 def test_a_message_of_a_format_this_worker_does_not_read_is_dead_lettered_with_one_line(
     version: Any,
     site: SiteServer,
@@ -146,7 +146,7 @@ def test_a_message_of_a_format_this_worker_does_not_read_is_dead_lettered_with_o
     said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert said == [
         f"Giving up on URL {url!r}: message format {version!r} is not one this worker reads"
-        " (1 to 3): a newer seeder's? Upgrade the workers, then --replay the crawl."
+        " (1 to 4): a newer seeder's? Upgrade the workers, then --replay the crawl."
     ], said
 
 
@@ -208,8 +208,9 @@ def test_each_actor_checks_its_own_arguments_and_replay_checks_as_workers_do(
     with pytest.raises(InvalidMessage, match="unexpected keyword argument 'sitemap'"):
         check("crawl", {"sitemap": 2}, format=2)
     check("crawl", {"depth": 1, "label": "item", "data": {"a": 1}}, format=3)
-    with pytest.raises(InvalidMessage, match="message format 4 is not one this worker reads"):
-        check("crawl_sitemap", {"sitemap": 2}, format=4)
+    check("crawl", {"depth": 1, "request": {"method": "POST", "key": "k"}, "jar": 2}, format=4)
+    with pytest.raises(InvalidMessage, match="message format 5 is not one this worker reads"):
+        check("crawl_sitemap", {"sitemap": 2}, format=5)
 
 
 #: A message's attempts: the first try and max_retries=3 retries.

@@ -123,12 +123,12 @@ def test_workers_carry_labels_and_data_in_the_messages_of_the_urls_they_lead_to(
     assert "Traceback" not in "\n".join(workers.lines)
 
 
-def test_a_bad_label_or_oversized_data_fails_the_handler_step_only() -> None:
+def test_a_bad_label_or_oversized_data_refuses_that_request_alone() -> None:
     handlers = Handlers(timeout=5)
     page = Page("http://h/a.html", "http://h/a.html", 200, {}, b"<p>")
 
     def asking(request: Request) -> Handled:
-        return Handled(data={"ok": True}, follow=[request])
+        return Handled(data={"ok": True}, follow=[request, "c.html"], items=[{"n": 1}])
 
     too_big = {"x": "a" * MAX_REQUEST_BYTES}
     for request, error in (
@@ -138,10 +138,15 @@ def test_a_bad_label_or_oversized_data_fails_the_handler_step_only() -> None:
         (Request("b.html", "item", {"n": float("nan")}), "data is not strict JSON"),
     ):
         outcome = handlers.run(lambda p, r=request: asking(r), page)  # type: ignore[misc]
-        assert outcome.error is not None and error in outcome.error, outcome.error
-        assert outcome.data is None and outcome.follow == []
+        assert outcome.error is None
+        assert len(outcome.refused) == 1 and error in outcome.refused[0], outcome.refused
+        assert outcome.refused[0].startswith("request-refused: 'b.html': ")
+        # the rest of the page stands: its data, its items, its other request
+        assert outcome.data == {"ok": True} and outcome.items == [{"n": 1}]
+        assert outcome.follow == [Request("c.html")]
     fine = handlers.run(lambda p: asking(Request("b.html", "item", {"n": 1})), page)
-    assert fine.error is None and fine.follow == [Request("b.html", "item", {"n": 1})]
+    assert fine.error is None and fine.refused == []
+    assert fine.follow == [Request("b.html", "item", {"n": 1}), Request("c.html")]
 
 
 class Processed(Middleware):
@@ -187,7 +192,7 @@ def test_this_worker_reads_format_3_and_refuses_a_bad_label_or_data_in_one_line(
         crawl_message(site.url("/2.html"), {"options": options, "data": [1]}, format=3),
         crawl_message(site.url("/3.html"), {"options": options, "data": big}, format=3),
         crawl_message(site.url("/4.html"), {"options": options, "label": 7}, format=3),
-        crawl_message(site.url("/5.html"), {"options": options, "label": "item"}, format=4),
+        crawl_message(site.url("/5.html"), {"options": options, "label": "item"}, format=5),
     ]  # fmt: skip
     for message in sent:
         stub_broker.enqueue(message)
@@ -214,8 +219,8 @@ def test_this_worker_reads_format_3_and_refuses_a_bad_label_or_data_in_one_line(
             f" {len(json.dumps([None, big]))} bytes of JSON, over {MAX_REQUEST_BYTES}.",
             f"Giving up on URL {url('/4.html')!r}: message arguments: label must be null or a"
             " string of 1 to 100 characters, got 7.",
-            f"Giving up on URL {url('/5.html')!r}: message format 4 is not one this worker"
-            " reads (1 to 3): a newer seeder's? Upgrade the workers, then --replay the crawl.",
+            f"Giving up on URL {url('/5.html')!r}: message format 5 is not one this worker"
+            " reads (1 to 4): a newer seeder's? Upgrade the workers, then --replay the crawl.",
         ]
     ), said
 
@@ -228,7 +233,7 @@ def test_only_messages_carrying_a_label_or_data_are_of_format_3(
         example.crawl, "http://h/a.html", {"depth": 1, "label": "item"}, None
     )
     assert plain.options["format"] == scope.PLAIN_FORMAT == 2
-    assert labelled.options["format"] == scope.FORMAT == 3
+    assert labelled.options["format"] == scope.LABELLED_FORMAT == 3
     messages.format_of(labelled.options)  # this worker reads it
     # A worker of the release before reads 1 and 2 only: it refuses format 3 in one line.
     monkeypatch.setattr(messages, "FORMAT", 2)

@@ -200,7 +200,8 @@ def _reap(children: list[BaseProcess]) -> None:
 
 def _shares_keys(options: CrawlOptions) -> bool:
     """Whether the crawl has keys its shards share (:mod:`crawler.embedded.shared_store`)."""
-    return options.obey_robots or options.sitemaps or options.auto_throttle or any(
+    shared = options.obey_robots or options.sitemaps or options.auto_throttle or options.cookies
+    return shared or any(
         value is not None
         for value in (
             options.max_pages, options.max_pages_per_host, options.max_per_host,

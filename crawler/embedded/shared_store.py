@@ -3,8 +3,9 @@
 A shard's claims, journal and counters are its own (:mod:`crawler.embedded.shards`), but
 some of a crawl's keys count across all its pages: the page budgets (``--max-pages``,
 ``--max-pages-per-host``), each host's places (``--max-per-host``), its turns
-(``--max-rate``, ``Crawl-delay``) and the payloads ``--warc`` kept (a copy is a
-``revisit``), and the robots.txt rules fetched (each host's fetched once).  Those
+(``--max-rate``, ``Crawl-delay``), the payloads ``--warc`` kept (a copy is a
+``revisit``), the robots.txt rules fetched (each host's fetched once) and the crawl's
+cookies (a login holds on every shard: :mod:`crawler.fetching.shared_cookies`).  Those
 live in one more process (a :class:`multiprocessing.managers.BaseManager`
 server), which each shard's :class:`ShardClient` asks for them; the rest stays in the
 shard's memory.  A crawl without those options starts no such process.
@@ -22,7 +23,7 @@ from crawler.stores.memory import MemoryClient
 
 #: The names of a crawl's keys (``crawl:{id}:NAME``) the shards share, and the
 #: prefixes of the other keys they share: the WARC payloads', the robots.txt rules'.
-SHARED_NAMES = (":page-budget", ":host-budget:", ":slot:", ":turn:", ":delay:")
+SHARED_NAMES = (":page-budget", ":host-budget:", ":slot:", ":turn:", ":delay:", ":cookies")
 SHARED_PREFIXES = ("w:", "robots:")
 #: Seconds a shard keeps robots.txt rules it read from the shared store, unasked.
 ROBOTS_KEPT = 10.0

@@ -31,7 +31,7 @@ from crawler.outcomes import (
     eviction_warning,
     summary,
 )
-from crawler.records import Record, RecordFile, url_of
+from crawler.records import Record, RecordFile, items_page, url_of
 from crawler.stores import STORE_ERRORS, StorePool
 from crawler.tracking import dead_letters as dead_letter_queue
 from crawler.tracking import figures, record_queue
@@ -271,7 +271,7 @@ def arrivals(
                     written = record["outcome"] in WRITTEN and ledger.first_write(record["url"])
                     if written and items is not None and record.get("items"):
                         try:
-                            items.write(record["url"], record["items"])
+                            items.write(items_page(record), record["items"])
                         except ItemSinkError as e:  # raised where it was read: no ack
                             arriving.throw(SinkFailed(e, record))
                     if written and output is not None:
@@ -491,7 +491,7 @@ def _set_aside(
     """A record read once the sink failed: its items to ``unsent`` and itself to
     ``output`` when it is ``written`` (the first of its URL), counted."""
     if written and record.get("items"):
-        unsent.write(record["url"], record["items"])
+        unsent.write(items_page(record), record["items"])
     if written and output is not None:
         output.write(record)
     progress.record(record)
