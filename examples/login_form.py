@@ -6,9 +6,9 @@ the worker's environment (``SHOP_USER``, ``SHOP_PASSWORD``: never in the code no
 the messages' options), labelled ``account``.  The site answers with a session cookie
 and a redirect to the account page, whose orders are then fetched with that cookie on
 whichever worker takes them: a crawl's cookies are its workers' (``--cookies``, on by
-default).  In one process::
+default).  In one process, with ``SHOP_USER`` and ``SHOP_PASSWORD`` set::
 
-    SHOP_USER=ada SHOP_PASSWORD=... crawler crawl --local https://shop.example/login \\
+    crawler crawl --local https://shop.example/login \\
         --handler examples.login_form:router --follow handlers --items orders.jsonl
 """
 

@@ -204,8 +204,9 @@ def test_a_login_on_one_worker_holds_on_every_worker_and_in_no_other_crawl(
         SHOP_USER=USER, SHOP_PASSWORD=PASSWORD,
     )  # fmt: skip
     serve_forms(site)
+    site.delay = 0.05  # each worker process takes some of the orders
     records, items = tmp_path / "records.jsonl", tmp_path / "orders.jsonl"
-    workers = WorkerProcesses(env, processes=2, threads=4)
+    workers = WorkerProcesses(env, processes=2, threads=2)
     try:
         done = seed(
             env, site.url("/login"), "--handler", LOGIN, "--wait", "-o", str(records),
