@@ -96,9 +96,8 @@ def crawl(
     request: dict[str, Any] | None = None, jar: int = 0,  # its method and body; the cookies'
 ) -> Record:  # fmt: skip
     here = parts_for(parts)  # the worker's, or a --local crawl's own (of the message's broker)
-    visit = PageVisit.of(
-        crawl, url, depth, options, via_public, label, data, here.limits, request, jar
-    )  # fmt: skip
+    visit = PageVisit.of(crawl, url, depth, options, via_public, here.limits, request, jar)
+    visit.label, visit.data = label, data  # what the handler's Request passed on
     here.pipeline.before_claim(visit)  # the message's handler and WARC directory checked
     visit.skipped, sender = claims.take_url(
         here.stores, visit.actor, visit.message, visit.claim, visit.crawl_options,

@@ -229,7 +229,7 @@ def test_real_workers_read_both_formats_and_replay_keeps_each_message_as_it_was(
 ) -> None:
     """On RabbitMQ: a format-1 ``crawl`` message naming a sitemap and a ``crawl_sitemap``
     message, both dead-lettered while their sitemaps' server is down (503, every
-    attempt), are replayed once it answers and read; a message of format 4 stays a dead
+    attempt), are replayed once it answers and read; a message of format 5 stays a dead
     letter.  (A missing sitemap, a 404, is an answer: recorded, not dead-lettered.)"""
     env = environment(**rabbitmq_env, **FAST_FAILURES)
     options = {"crawl_id": f"formats-{uuid.uuid4().hex}"}
@@ -249,7 +249,7 @@ def test_real_workers_read_both_formats_and_replay_keeps_each_message_as_it_was(
             {"options": options, "sitemap": 2},
             {"format": 2},
         ),
-        ("crawl", [site.url("/p.html")], {"options": options}, {"format": 4}),
+        ("crawl", [site.url("/p.html")], {"options": options}, {"format": 5}),
     ]
     workers = WorkerProcesses(env, processes=1, threads=4)
     try:
@@ -267,7 +267,7 @@ def test_real_workers_read_both_formats_and_replay_keeps_each_message_as_it_was(
     finally:
         assert workers.stop() == 0
 
-    assert "not sent again: workers refuse it (message format 4 is not one" in replay.stdout
+    assert "not sent again: workers refuse it (message format 5 is not one" in replay.stdout
     assert "2 dead-lettered URL(s)" in replay.stdout, replay.stdout + replay.stderr
     assert dead_letters(env) == 1
     counts = site.fetch_counts()

@@ -288,3 +288,14 @@ def test_the_guide_shows_the_examples_code_as_it_is() -> None:
     ):
         code = start + guide.split("```python\n" + start)[1].split("```")[0]
         assert code in (PROJECT_ROOT / "examples" / name).read_text()
+
+
+def test_a_request_hook_of_the_crawl_s_own_adds_a_header_to_each_request(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    site.pages["/"] = SitePage(f'<a href="{site.url("/b.html")}">b</a>'.encode())
+    site.pages["/b.html"] = SitePage(b"<p>b</p>")
+    done = seed(environment(), site.url("/"), "--local", "--handler", "tests.request_hooks:router")
+    assert done.returncode == 0, done.stderr[-2000:]
+    pages = [r for r in site.requests if r.path in ("/", "/b.html")]
+    assert len(pages) == 2 and all(r.headers.get("x-signed") == "yes" for r in pages)

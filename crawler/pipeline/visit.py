@@ -131,8 +131,6 @@ class PageVisit:
         depth: int,
         options: dict[str, Any] | None,
         via_public: bool,
-        label: str | None,
-        data: dict[str, Any] | None,
         limits: Limits,
         request: dict[str, Any] | None = None,
         jar: int = 0,
@@ -147,7 +145,7 @@ class PageVisit:
         bounds = limits.within(crawl_options.timeout)  # --timeout
         asking, key = Asking.of(request), claims.key_of(request)
         return cls(
-            actor, message, url, depth, options, crawl_options, via_public, label, data, bounds,
+            actor, message, url, depth, options, crawl_options, via_public, None, None, bounds,
             asking, key, jar,
         )  # fmt: skip
 
