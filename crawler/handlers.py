@@ -48,14 +48,14 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import ModuleType
 from typing import Any
-from urllib.parse import urlencode, urljoin
+from urllib.parse import urlencode
 
 import requests
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler.environment import ACTOR_TIME_LIMIT
 from crawler.errors import InvalidMessage, shown
-from crawler.links.extraction import decoded, page_encoding, selected_links
+from crawler.links.extraction import decoded, page_base, page_encoding, resolved, selected_links
 from crawler.links.url_patterns import UrlPattern, UrlPatterns, url_matcher
 
 
@@ -88,9 +88,23 @@ class Page:
     _enqueued: list[Request] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def urljoin(self, href: str) -> str:
-        """``href`` resolved against the page, as the crawler resolves its links (the
-        WHATWG URL Standard, against ``final_url``)."""
-        return urljoin(self.final_url, href)
+        """``href`` resolved against the page as the crawler resolves the page's links:
+        by the WHATWG URL Standard, against its ``<base href>`` or ``final_url``
+        (:attr:`base`); ``\\\\other.example/x`` is on ``other.example``, as it is for the
+        crawler and for browsers."""
+        return resolved(self.base, href, page_encoding(self.body, self.headers.get("Content-Type")))
+
+    @cached_property
+    def base(self) -> str:
+        """What the page's links are resolved against: an HTML page's ``<base href>``,
+        else :attr:`final_url`."""
+        if media_type(self.headers.get("Content-Type")) not in (
+            "",
+            "text/html",
+            "application/xhtml+xml",
+        ):
+            return self.final_url
+        return page_base(self.tree, self.final_url)
 
     @cached_property
     def text(self) -> str:
@@ -204,17 +218,11 @@ def requests_followed(outcome: Outcome | None, base: str) -> tuple[list[Request]
 
 
 def _resolved(base: str, url: str) -> str:
-    """``url`` resolved against ``base``; one whose authority cannot be parsed
-    (``http://[::1``, ``//[::1``) returned absolute as RFC 3986 5.2.2 would resolve it
-    (a network-path one gets the base's scheme), its scheme lower-cased, as the link
-    extractor returns such an ``href`` (:mod:`crawler.links.extraction`)."""
-    try:
-        return urljoin(base, url)
-    except ValueError:  # urllib refuses the authority: the scope drops it, with its reason
-        if url.startswith("//"):
-            url = base.partition(":")[0] + ":" + url
-        scheme, colon, rest = url.partition(":")
-        return scheme.lower() + colon + rest
+    """``url`` resolved against ``base`` by the WHATWG URL Standard, as the crawler
+    resolves a page's links (:func:`crawler.links.extraction.resolved`); one the
+    standard refuses (``http://[::1``, ``//[::1``) returned absolute, for the scope to
+    drop with its reason."""
+    return resolved(base, url)
 
 
 @dataclass(frozen=True)

@@ -299,3 +299,32 @@ def test_a_request_hook_of_the_crawl_s_own_adds_a_header_to_each_request(
     assert done.returncode == 0, done.stderr[-2000:]
     pages = [r for r in site.requests if r.path in ("/", "/b.html")]
     assert len(pages) == 2 and all(r.headers.get("x-signed") == "yes" for r in pages)
+
+
+def test_page_urljoin_and_a_handler_s_requests_resolve_as_the_crawler_s_links() -> None:
+    """WHATWG, against ``<base href>``: a backslash is a slash in an http(s) URL, so
+    ``\\\\evil.example/x`` leaves the page's host for the handler as for the crawler."""
+    from crawler.links.extraction import html_links
+
+    body = b'<a href="\\\\evil.example/x">x</a>'
+    page = Page("http://a.example/b/c", "http://a.example/b/c", 200, {}, body)
+    assert page.urljoin("\\\\evil.example/x") == "http://evil.example/x"
+    assert html_links(body, page.final_url) == ["http://evil.example/x"]
+    based = b'<base href="/shop/"><a href="item/1">1</a>'
+    shop = Page("http://a.example/b/c", "http://a.example/b/c", 200, {}, based)
+    assert (
+        shop.urljoin("item/1") == "http://a.example/shop/item/1" == html_links(based, shop.url)[0]
+    )
+    outcome = Handlers(timeout=5).run(
+        lambda p: Handled(follow=["item/2", "\\\\evil.example/y"]), shop
+    )
+    followed, _ = requests_followed(outcome, shop.base)
+    assert [r.url for r in followed] == ["http://a.example/shop/item/2", "http://evil.example/y"]
+    api = Page(
+        "http://a.example/api",
+        "http://a.example/api",
+        200,
+        {"Content-Type": "application/json"},
+        b"{}",
+    )
+    assert api.base == api.final_url and api.urljoin("?page=2") == "http://a.example/api?page=2"

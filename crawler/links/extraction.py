@@ -119,13 +119,31 @@ def selected_links(
     links: against ``<base href>`` or ``page_url``, by the WHATWG URL Standard, the
     query in the page's ``encoding``.  Raises selectolax's ``SelectolaxError`` for a
     selector it cannot parse."""
-    base = page_url
-    base_tag = tree.css_first("base[href]")
-    if base_tag is not None:
-        with suppress(ValueError):  # a <base href> the standard refuses is ignored, as browsers do
-            base = ada_url.join_url(page_url, clean_href(base_tag.attributes.get("href") or ""))
+    base = page_base(tree, page_url)
     hrefs = (node.attributes.get("href") for node in tree.css(selector))
     return [_resolve(base, clean_href(href, encoding)) for href in hrefs if href is not None]
+
+
+def page_base(tree: LexborHTMLParser, page_url: str) -> str:
+    """What a page's links are resolved against: its ``<base href>``, resolved against
+    ``page_url``, or ``page_url`` (a ``<base href>`` the standard refuses is ignored,
+    as browsers do)."""
+    base_tag = tree.css_first("base[href]")
+    if base_tag is not None:
+        with suppress(ValueError):
+            joined: str = ada_url.join_url(
+                page_url, clean_href(base_tag.attributes.get("href") or "")
+            )
+            return joined
+    return page_url
+
+
+def resolved(base: str, href: str, encoding: str | None = None) -> str:
+    """``href`` resolved against ``base`` as a page's links are (the WHATWG URL
+    Standard); with ``encoding``, cleaned first as an ``href`` of a page in that
+    encoding is (:func:`crawler.links.cleaning.clean_href`).  Never raises: an ``href``
+    the standard refuses is returned absolute, for the scope to drop and count."""
+    return _resolve(base, href if encoding is None else clean_href(href, encoding))
 
 
 def _resolve(base: str, href: str) -> str:

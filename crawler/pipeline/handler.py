@@ -81,7 +81,8 @@ class HandlerStage(Stage):
             )
             handled = self.handlers.run(visit.handler, visit.page, seconds)
             visit.handled = with_enqueued(handled, visit.page)  # and its page.enqueue_links()
-        visit.asked, refused = requests_followed(visit.handled, visit.response.url)
+        base = visit.response.url if visit.page is None else visit.page.base  # <base href>
+        visit.asked, refused = requests_followed(visit.handled, base)
         visit.refused = [*(visit.handled.refused if visit.handled else ()), *refused]
         for line in visit.refused:  # the rest of the page stands
             logger.warning("URL %r: its handler's %s", visit.url, line)
