@@ -133,11 +133,12 @@ def page_record(
     return record
 
 
-def items_page(record: Record) -> str:
-    """What an item sink names a record's page by (``url`` in its items): its URL; for a
-    handler's keyed request (a POST, a ``unique_key``...), the URL, a space and its
-    ``request_key``, so that two requests for one URL keep their items apart (and
-    PostgreSQL's key, crawl, page and index, holds each once)."""
+def page_name(record: Record) -> str:
+    """What names a record's page, where a page is written once (the seeder's ledger of
+    ``--output``) and in an item sink (``url`` in its items): its URL; for a handler's
+    keyed request (a POST, a ``unique_key``...), the URL, a space and its
+    ``request_key``, so that two requests for one URL are two pages (and PostgreSQL's
+    key, crawl, page and index, holds each one's items once)."""
     key = record.get("request_key")
     return record["url"] if key is None else f"{record['url']} {key}"
 

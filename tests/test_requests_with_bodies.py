@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -232,7 +233,11 @@ def test_a_login_on_one_worker_holds_on_every_worker_and_in_no_other_crawl(
     assert len(pids) == 2, "both worker processes fetched pages"
 
 
-def check_search(site: SiteServer, items_file: Path) -> None:
+def check_search(site: SiteServer, items_file: Path, pages: Path | None = None) -> None:
+    if pages is not None:
+        results = [r for r in read_records(pages) if r.get("method") == "POST"]
+        assert len(results) == SEARCH_PAGES, results
+        assert all(len(r.get("items", [])) == RESULTS for r in results), results
     posts = [(r.path, json.loads(r.body)) for r in site.requests if r.method == "POST"]
     assert sorted(page["page"] for _, page in posts) == list(range(1, SEARCH_PAGES + 1))
     lines = [json.loads(line) for line in items_file.read_text().splitlines()]
@@ -246,13 +251,51 @@ def test_the_search_api_example_posts_each_page_s_query_once(
     site: SiteServer, tmp_path: Path
 ) -> None:
     serve_forms(site)
-    items = tmp_path / "results.jsonl"
+    items, pages = tmp_path / "results.jsonl", tmp_path / "pages.jsonl"
     done = seed(
         environment(), site.url("/search.html"), "--local", "--handler", SEARCH,
-        "--items", str(items),
+        "--items", str(items), "-o", str(pages),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    check_search(site, items)
+    check_search(site, items, pages)
+
+
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
+def test_workers_post_each_page_s_query_once_and_refuse_a_bad_request_alone(
+    broker_env: str,
+    site: SiteServer,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    memcached: object,
+) -> None:
+    env = environment(
+        **request.getfixturevalue(broker_env), **FAST_FAILURES,
+        CRAWLER_HANDLERS=f"{SEARCH},tests.bad_requests:asks_badly",
+    )  # fmt: skip
+    serve_forms(site)
+    site.pages["/"] = SitePage(f'<a href="{site.url("/next.html")}">next</a>'.encode())
+    site.pages["/next.html"] = SitePage(b"<p>next</p>")
+    items, records = tmp_path / "results.jsonl", tmp_path / "records.jsonl"
+    workers = WorkerProcesses(env, processes=1, threads=4)
+    try:
+        pages = tmp_path / "pages.jsonl"
+        done = seed(
+            env, site.url("/search.html"), "--handler", SEARCH, "--wait", "--items", str(items),
+            "-o", str(pages),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        check_search(site, items, pages)
+        bad = seed(
+            env, site.url("/"), "--handler", "tests.bad_requests:asks_badly", "--wait",
+            "-o", str(records),
+        )  # fmt: skip
+        assert bad.returncode == 0, bad.stderr[-2000:]
+    finally:
+        assert workers.stop() == 0
+    front = {r["url"]: r for r in read_records(records)}[site.url("/")]
+    assert len(front["refused_requests"]) == 3 and front["data"] == {"kind": "front"}
+    assert site.fetch_counts()["/next.html"] == 1
+    assert sum("request-refused" in line for line in workers.lines) == 3
 
 
 def test_a_refused_request_is_said_in_the_record_and_the_log_and_the_page_stands(
@@ -328,3 +371,30 @@ def test_page_urljoin_and_a_handler_s_requests_resolve_as_the_crawler_s_links() 
         b"{}",
     )
     assert api.base == api.final_url and api.urljoin("?page=2") == "http://a.example/api?page=2"
+
+
+def test_the_shared_jar_merges_two_workers_cookies_and_keeps_within_its_bound(
+    memcached: Any,
+) -> None:
+    from requests.cookies import RequestsCookieJar, create_cookie
+
+    from crawler.fetching import shared_cookies
+    from crawler.stores.client import StoreClient
+
+    client: StoreClient = memcached
+    crawl_id = f"jar-{uuid.uuid4().hex}"
+    first, second = RequestsCookieJar(), RequestsCookieJar()
+    first.set_cookie(create_cookie("session", "a", domain="h.example"))  # type: ignore[no-untyped-call]
+    second.set_cookie(create_cookie("theme", "dark", domain="h.example"))  # type: ignore[no-untyped-call]
+    assert shared_cookies.merge(client, crawl_id, first, 60) == 1
+    assert shared_cookies.merge(client, crawl_id, second, 60) == 2
+    version, cookies = shared_cookies.read(client, crawl_id)
+    assert version == 2 and {(c["name"], c["value"]) for c in cookies} == {
+        ("session", "a"), ("theme", "dark"),
+    }  # fmt: skip
+    assert {c.name for c in second} == {"session", "theme"}  # the merger gets both
+    huge = RequestsCookieJar()
+    big = create_cookie("big", "x" * shared_cookies.MAX_JAR_BYTES, domain="h.example")  # type: ignore[no-untyped-call]
+    huge.set_cookie(big)
+    assert shared_cookies.merge(client, crawl_id, huge, 60) == 2  # not stored: past the bound
+    assert shared_cookies.read(client, crawl_id)[0] == 2

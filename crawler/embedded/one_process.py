@@ -32,7 +32,7 @@ from crawler.items import counting as item_counts
 from crawler.items.sinks import ItemSink, ItemSinkError
 from crawler.middleware import QuickRetries, install
 from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
-from crawler.records import Record, RecordFile, items_page
+from crawler.records import Record, RecordFile, page_name
 from crawler.stores import StorePool
 from crawler.stores.saved import CRASH_LOG_NAME, DiskFull, SavedState, no_room
 from crawler.tracking import figures, seeder
@@ -211,7 +211,7 @@ def keeper(
             raise full.sink_error or DiskFull(full.error.path)
         if items is not None and record.get("items"):
             try:
-                items.write(items_page(record), record["items"])
+                items.write(page_name(record), record["items"])
             except ItemSinkError as e:
                 raise full.sink_failed(e) from e
         progress.record(record)

@@ -11,7 +11,9 @@ are kept in its store as well, under one key (:func:`jar_key`) with a version:
   a session that has loaded an older one loads the stored jar before it fetches them.
 
 So a page found after a login is fetched with the login's cookies, wherever it is
-fetched; a crawl whose answers set no cookies costs nothing more.
+fetched; a crawl whose answers set no cookies costs nothing more.  The stored jar is
+kept within :data:`MAX_JAR_BYTES`: cookies past it stay the thread's that got them.
+Pages a sitemap lists carry no version (a thread's own cookies go with them).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from crawler.stores.client import StoreClient
 #: Attempts at merging a page's cookies into the stored jar, other workers' merges
 #: landing in between.
 MERGE_TRIES = 8
+#: The stored jar's size, in bytes of JSON at most (a Memcached value holds 1 MiB): past
+#: it, the cookies a page set stay its thread's, as upstream's do.
+MAX_JAR_BYTES = 256 * 1024
 
 
 def jar_key(crawl_id: str) -> str:
@@ -80,6 +85,8 @@ def merge(client: StoreClient, crawl_id: str, jar: RequestsCookieJar, ttl: int) 
         load_into(merged, cookies)
         load_into(merged, dumped(jar))
         value = json.dumps({"version": version + 1, "cookies": dumped(merged)}).encode()
+        if len(value) > MAX_JAR_BYTES:  # a site that sets a new cookie on every page...
+            return version
         done = (
             client.add(key, value, time=ttl)
             if stored is None

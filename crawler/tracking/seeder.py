@@ -31,7 +31,7 @@ from crawler.outcomes import (
     eviction_warning,
     summary,
 )
-from crawler.records import Record, RecordFile, items_page, url_of
+from crawler.records import Record, RecordFile, page_name, url_of
 from crawler.stores import STORE_ERRORS, StorePool
 from crawler.tracking import dead_letters as dead_letter_queue
 from crawler.tracking import figures, record_queue
@@ -268,10 +268,10 @@ def arrivals(
                     if not ledger.end(record["message_id"]):
                         continue  # sent again by a worker that died before it acknowledged
                     ledger.expect(record.pop("sent", ()))
-                    written = record["outcome"] in WRITTEN and ledger.first_write(record["url"])
+                    written = record["outcome"] in WRITTEN and ledger.first_write(page_name(record))
                     if written and items is not None and record.get("items"):
                         try:
-                            items.write(items_page(record), record["items"])
+                            items.write(page_name(record), record["items"])
                         except ItemSinkError as e:  # raised where it was read: no ack
                             arriving.throw(SinkFailed(e, record))
                     if written and output is not None:
@@ -472,7 +472,9 @@ def _pause_and_read_on(
                         if not ledger.end(record["message_id"]):
                             continue  # a copy, or a record the sink took
                         ledger.expect(record.pop("sent", ()))
-                        written = record["outcome"] in WRITTEN and ledger.first_write(record["url"])
+                        written = record["outcome"] in WRITTEN and ledger.first_write(
+                            page_name(record)
+                        )
                         _set_aside(record, output, progress, unsent, written=written)
                 ledger.flush()
             except BROKER_ERRORS:
@@ -491,7 +493,7 @@ def _set_aside(
     """A record read once the sink failed: its items to ``unsent`` and itself to
     ``output`` when it is ``written`` (the first of its URL), counted."""
     if written and record.get("items"):
-        unsent.write(items_page(record), record["items"])
+        unsent.write(page_name(record), record["items"])
     if written and output is not None:
         output.write(record)
     progress.record(record)
