@@ -153,6 +153,7 @@ PLACEHOLDERS = {
     "UA": "a-bot/1.0",
     "MODULE:FUNCTION": "examples.titles:title_and_description",
     "ADDRESS": "127.0.0.1",
+    "SECONDS": "5",
 }
 
 
@@ -206,7 +207,13 @@ def test_every_documented_crawler_command_line_parses() -> None:
     subcommand without its crawl id."""
     lines = documented_command_lines()
     assert len(lines) > 40, lines  # the extraction finds the commands it should
-    assert {page for page, _ in lines} >= {"README.md", "usage.md", "output.md", "fleet.md"}
+    assert {page for page, _ in lines} >= {
+        "README.md",
+        "usage.md",
+        "output.md",
+        "fleet.md",
+        "coming-from.md",
+    }
     refused = [
         (page, line, said) for page, line in lines if (said := parse_as_the_command_does(line))
     ]
@@ -340,3 +347,29 @@ def test_the_documented_crawl_signature_is_the_api_s() -> None:
         else:
             written.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
     assert documented[1] == ", ".join(written)
+
+
+def flags_beside_theirs() -> list[str]:
+    """The code spans of the column "here" of docs/coming-from.md's tables that begin
+    with a flag (``--max-rate R``): this crawler's words beside another tool's."""
+    found = []
+    for line in (DOCS / "coming-from.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.split(" | ")]
+        if line.startswith("| ") and len(cells) == 3 and cells[1] not in ("here", "---"):
+            found += [span for span in re.findall(r"`([^`]+)`", cells[1]) if span[0] == "-"]
+    return found
+
+
+def test_the_flags_beside_other_tools_are_ones_crawler_takes() -> None:
+    """Each flag docs/coming-from.md gives as this crawler's is one of ``crawler crawl``
+    or ``crawler worker``, with a value it takes (a flag named alone: one that takes a
+    value, or none)."""
+    flags = flags_beside_theirs()
+    assert len(flags) > 30, flags
+    refused = []
+    for span in flags:
+        said = parse_as_the_command_does(f"crawler crawl URL {span}")
+        named_alone = " " not in span and "expected one argument" in (said or "")
+        if said and parse_as_the_command_does(f"crawler worker {span}") and not named_alone:
+            refused.append((span, said))
+    assert refused == []
