@@ -103,8 +103,9 @@ TABLE: tuple[Option, ...] = (
            " again)",
            kind="switch", crawl_only=True),
     Option("follow_relative", ("--follow-relative",), rules.switch, "bool", "find links with an"
-           " HTML tokenizer, relative ones included", kind="on", default=True,
-           field="follow_relative", rule=rules.FLAG, as_is=False, crawl_note=_DEFAULT_ON),
+           " HTML parser (Lexbor's, which builds the tree a browser does), relative ones"
+           " included", kind="on", default=True, field="follow_relative", rule=rules.FLAG,
+           as_is=False, crawl_note=_DEFAULT_ON),
     Option("same_domain", ("--same-domain",), rules.switch, "bool",
            "stay on the hosts of the seed URLs", kind="switch", default=False),
     Option("same_site", ("--same-site",), rules.switch, "bool", "stay on the seeds' sites:"

@@ -17,7 +17,7 @@ from tests.site_server import Page, SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
 
-#: Ways of writing a link, for the tokenizer to cope with: ``{href}`` is relative
+#: Ways of writing a link, for the parser to cope with: ``{href}`` is relative
 #: (to the page, or to its ``<base href>``), ``{absolute}`` and ``{odd}`` are absolute,
 #: ``{odd}`` with an upper-case scheme and a needless percent-escape.
 STYLES = [

@@ -5,7 +5,9 @@ stays a page a newcomer reads."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
+import itertools
 import json
 import re
 import shlex
@@ -14,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from crawler import cli, records
+from crawler import Crawl, cli, crawl_spec, outcomes, records
 from crawler import command as commands
+from crawler.cli import command as cli_command
 from crawler.cli.parser import Parser
+from crawler.crawl_spec import CrawlError, CrawlSpec
+from crawler.option_table import TABLE, Option
 from crawler.records import PageRecord
 from tests.site_server import Page, SiteServer, html
 from tests.workers import BIN, PROJECT_ROOT, environment
@@ -148,6 +153,7 @@ PLACEHOLDERS = {
     "UA": "a-bot/1.0",
     "MODULE:FUNCTION": "examples.titles:title_and_description",
     "ADDRESS": "127.0.0.1",
+    "SECONDS": "5",
 }
 
 
@@ -201,7 +207,13 @@ def test_every_documented_crawler_command_line_parses() -> None:
     subcommand without its crawl id."""
     lines = documented_command_lines()
     assert len(lines) > 40, lines  # the extraction finds the commands it should
-    assert {page for page, _ in lines} >= {"README.md", "usage.md", "output.md", "fleet.md"}
+    assert {page for page, _ in lines} >= {
+        "README.md",
+        "usage.md",
+        "output.md",
+        "fleet.md",
+        "coming-from.md",
+    }
     refused = [
         (page, line, said) for page, line in lines if (said := parse_as_the_command_does(line))
     ]
@@ -220,3 +232,144 @@ def test_every_documented_crawler_command_line_parses() -> None:
 )
 def test_a_command_line_crawler_refuses_is_caught(line: str) -> None:
     assert parse_as_the_command_does(line) is not None
+
+
+def synopsis_of(text: str, subcommand: str) -> str:
+    """The line of the ``crawler`` synopsis in ``text`` (a README code block, a
+    docstring) that begins with ``crawler SUBCOMMAND``, and the lines that go on with it
+    (up to a blank one or the next ``crawler``)."""
+    lines = [line.strip() for line in text.splitlines()]
+    starts = [n for n, line in enumerate(lines) if line.startswith(f"crawler {subcommand} ")]
+    if not starts:
+        return ""
+    found = [lines[starts[0]]]
+    for line in lines[starts[0] + 1 :]:
+        if not line or line.startswith("crawler"):
+            break
+        found.append(line)
+    return " ".join(found)
+
+
+@pytest.mark.parametrize("subcommand", ["worker", "dashboard"])
+def test_the_synopses_name_every_flag_of_a_subcommand(subcommand: str) -> None:
+    """The README's synopsis of ``crawler`` and :mod:`crawler.cli.command`'s name every
+    flag ``crawler worker`` and ``crawler dashboard`` take, as their usage does."""
+    usage = commands.parser().subcommands[subcommand].format_usage()
+    flags = set(re.findall(r"\[(-[\w-]+)", usage)) - {"-h"}
+    assert flags
+    for name, text in [
+        ("README.md", (PROJECT_ROOT / "README.md").read_text()),
+        ("crawler/cli/command.py", cli_command.__doc__ or ""),
+    ]:
+        synopsis = synopsis_of(text, subcommand)
+        named = set(re.findall(r"\[(-[\w-]+)[ \]]", synopsis))
+        assert sorted(flags - named) == [], (name, synopsis)
+
+
+#: A value each crawl option takes, for :func:`refusals`: FILE is a file of seeds.
+SAMPLE_VALUES = {
+    "allow_domain": "example.org", "include": "/docs/", "exclude": "/docs/",
+    "follow": "handlers", "max_depth": "2", "max_pages": "2", "max_pages_per_host": "2",
+    "max_rate": "5", "max_per_host": "2", "user_agent": "a-bot/1.0",
+    "handler": "examples.titles:title_and_description", "handler_timeout": "1", "warc": "DIR",
+    "header": "A: 1", "cookies": "off", "proxy": "http://127.0.0.1:3128", "timeout": "5",
+    "retries": "1", "auth_env": "example.org=CRAWLER_AUTH_X", "render_wait": "2",
+    "input_file": "FILE", "recrawl_from": "FILE", "recrawl_warc": "DIR",
+    "crawl_id": "5c0e" + "0" * 28, "threads": "1", "processes": "2", "state": "DIR",
+    "output": "FILE", "items": "FILE", "dashboard": "8501",
+}  # fmt: skip
+
+
+def refusals(options: tuple[Option, ...]) -> dict[str, tuple[str, ...]]:
+    """Every refusal a crawl of one to three of ``options`` (each given its sample
+    value) meets, and the options that met it first; numbers after a flag said as N."""
+    found: dict[str, tuple[str, ...]] = {}
+    for count in (1, 2, 3):
+        for combination in itertools.combinations(options, count):
+            given = {o.name: True if o.switch else SAMPLE_VALUES[o.name] for o in combination}
+            try:
+                CrawlSpec.from_options(["http://127.0.0.1:8000/"], given)
+            except CrawlError as e:
+                said = re.sub(r"(--[a-z-]+) \d+\b", r"\1 N", str(e))
+                found.setdefault(said, tuple(given))
+    return found
+
+
+def test_every_refusal_of_options_together_is_in_the_usage_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each line ``crawler crawl`` refuses options together in (or one without the one
+    it needs) is quoted in docs/usage.md: found by giving every one, two and three crawl
+    options at once, on Linux and elsewhere."""
+    assert {o.name for o in TABLE if not o.switch} == set(SAMPLE_VALUES)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "FILE").write_text("http://127.0.0.1:8000/\n")
+    found = refusals(TABLE)
+    monkeypatch.setattr(crawl_spec, "forks_shards", lambda: False)
+    found.update(refusals(tuple(o for o in TABLE if o.name in ("local", "processes"))))
+    assert len(found) >= 20, found  # the enumeration reaches them
+    usage = " ".join((DOCS / "usage.md").read_text().split())
+    assert {said: given for said, given in found.items() if f"`{said}`" not in usage} == {}
+
+
+def test_every_outcome_is_in_the_output_page() -> None:
+    """docs/output.md names every outcome of :mod:`crawler.outcomes` in its table
+    "Every outcome", and says which an output file holds (in the table, and in its first
+    paragraph): :data:`crawler.outcomes.WRITTEN`, no more."""
+    named = {
+        value for name, value in vars(outcomes).items() if name.isupper() and isinstance(value, str)
+    }
+    assert set(outcomes.ENDINGS) | set(outcomes.NOT_FINAL) <= named
+    output = (DOCS / "output.md").read_text()
+    assert sorted(o for o in named if f"`{o}`" not in output) == []
+    first = output.split("\n\n")[1]  # under the title: what -o writes
+    assert set(re.findall(r"`([a-z-]+)`", first)) & named == set(outcomes.WRITTEN)
+    table = output.split("\n## Every outcome\n", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `([a-z-]+)` \| (yes|no) \|", table, re.M))
+    assert set(rows) == named
+    assert {outcome for outcome, written in rows.items() if written == "yes"} == set(
+        outcomes.WRITTEN
+    )
+
+
+def test_the_documented_crawl_signature_is_the_api_s() -> None:
+    """docs/usage.md's ``Crawl(urls, ...)``: every parameter of :class:`crawler.api.Crawl`,
+    in order, with its default."""
+    usage = (DOCS / "usage.md").read_text()
+    documented = re.search(r"`Crawl\((urls, [^`]*)\)`\s+runs", usage)
+    assert documented is not None
+    written: list[str] = []
+    for p in inspect.signature(Crawl).parameters.values():
+        if p.kind is p.KEYWORD_ONLY and "*" not in written:
+            written.append("*")  # what follows is keywords only
+        if p.kind is p.VAR_KEYWORD:
+            written.append(f"**{p.name}")
+        else:
+            written.append(p.name if p.default is p.empty else f"{p.name}={p.default!r}")
+    assert documented[1] == ", ".join(written)
+
+
+def flags_beside_theirs() -> list[str]:
+    """The code spans of the column "here" of docs/coming-from.md's tables that begin
+    with a flag (``--max-rate R``): this crawler's words beside another tool's."""
+    found = []
+    for line in (DOCS / "coming-from.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.split(" | ")]
+        if line.startswith("| ") and len(cells) == 3 and cells[1] not in ("here", "---"):
+            found += [span for span in re.findall(r"`([^`]+)`", cells[1]) if span[0] == "-"]
+    return found
+
+
+def test_the_flags_beside_other_tools_are_ones_crawler_takes() -> None:
+    """Each flag docs/coming-from.md gives as this crawler's is one of ``crawler crawl``
+    or ``crawler worker``, with a value it takes (a flag named alone: one that takes a
+    value, or none)."""
+    flags = flags_beside_theirs()
+    assert len(flags) > 30, flags
+    refused = []
+    for span in flags:
+        said = parse_as_the_command_does(f"crawler crawl URL {span}")
+        named_alone = " " not in span and "expected one argument" in (said or "")
+        if said and parse_as_the_command_does(f"crawler worker {span}") and not named_alone:
+            refused.append((span, said))
+    assert refused == []

@@ -2,10 +2,11 @@
 
 ::
 
-    crawler crawl URL... [--local | --wait] [-o FILE] [options]   seed a crawl, or run it here
-    crawler worker [-p N] [-t N]                                 Dramatiq workers for it
+    crawler crawl URL... [--local | --wait] [-o FILE] [options]    seed a crawl, or run it here
+    crawler worker [-p N] [-t N] [--handler MODULE:FUNCTION]... [--render]
+                                                                  Dramatiq workers for it
     crawler status | cancel | pause | resume | dead-letters | replay CRAWL_ID
-    crawler dashboard [--port PORT]                              a live page of every crawl
+    crawler dashboard [--port PORT] [--host ADDRESS]              a live page of every crawl
     crawler --version
 
 ``crawler crawl`` crawls as a first-time user expects: it parses pages for links (relative
