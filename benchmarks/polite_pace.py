@@ -62,7 +62,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -169,14 +169,15 @@ def measure(
                     run_dir.mkdir()
                     log.write_text("")  # nginx appends: this contender's requests only
                     if name == "workers":
-                        figures = crawl_with_workers(seeds, rate, run_dir)
+                        figures = crawl_with_workers(seeds, run_dir, rate_options(rate))
                     elif name == "local":
-                        figures = crawl_locally(seeds, rate)
+                        figures = crawl_locally(seeds, rate_options(rate))
                     else:
                         assert scrapy is not None
-                        figures = crawl_with_scrapy(
-                            scrapy, seeds, rate, run_dir, autothrottle=name.endswith("throttle")
+                        settings = polite_scrapy_settings(
+                            rate, autothrottle=name.endswith("throttle")
                         )
+                        figures = crawl_with_scrapy(scrapy, seeds, run_dir, settings)
                     time.sleep(0.5)  # nginx's last lines written
                     figures.update(log_figures(log, hosts=hosts, pages=pages, rate=rate))
                     runs[name].append(figures)
@@ -309,9 +310,18 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def crawl_with_workers(seeds: Path, rate: float, run_dir: Path) -> dict[str, Any]:
+def rate_options(rate: float) -> list[str]:
+    """The crawl's options that hold each host to ``rate`` requests a second."""
+    return ["--max-rate", f"{rate:g}"]
+
+
+def crawl_with_workers(
+    seeds: Path, run_dir: Path, options: Sequence[str], *, check: bool = True
+) -> dict[str, Any]:
     """Workers (2 processes x 8 threads) on RabbitMQ crawl from ``seeds``, seeded with
-    ``crawler crawl -i SEEDS --max-rate R --wait``: CPU per page, deferrals, wall time."""
+    ``crawler crawl -i SEEDS OPTIONS --wait`` (here ``OPTIONS`` are ``--max-rate R``):
+    CPU per page, deferrals, wall time, the seeder's exit status (which must be 0 when
+    ``check``)."""
     env = broker_env("rabbitmq", dramatiq_prom_db=str(run_dir / "prometheus"))
     (run_dir / "prometheus").mkdir()
     flush_services(env)
@@ -322,7 +332,7 @@ def crawl_with_workers(seeds: Path, rate: float, run_dir: Path) -> dict[str, Any
         meter = CrawlCpu.start(workers.pid, "rabbitmq")
         started = time.monotonic()
         seeder = subprocess.run(
-            [*CRAWLER, "crawl", "-i", str(seeds), "--max-rate", f"{rate:g}", "--wait"],
+            [*CRAWLER, "crawl", "-i", str(seeds), *options, "--wait"],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT,
         )  # fmt: skip
         wall = time.monotonic() - started
@@ -330,7 +340,7 @@ def crawl_with_workers(seeds: Path, rate: float, run_dir: Path) -> dict[str, Any
         metrics = read_metrics(timeout=10)
     finally:
         stop(workers)
-    assert seeder.returncode == 0, seeder.stdout + seeder.stderr[-2000:]
+    assert seeder.returncode == 0 or not check, seeder.stdout + seeder.stderr[-2000:]
     crawled = metric(metrics, 'crawler_pages_total{outcome="crawled"}')
     return {
         "wall_s": round(wall, 2),
@@ -338,45 +348,48 @@ def crawl_with_workers(seeds: Path, rate: float, run_dir: Path) -> dict[str, Any
         "cpu_s_by_part": {part: round(seconds, 3) for part, seconds in cpu.items()},
         "deferrals": int(metric(metrics, 'crawler_rate_limit_waits_total{result="deferred"}')),
         "messages_per_page": round(metric(metrics, "crawler_pages_total") / max(crawled, 1), 3),
-        "summary": seeder.stdout.strip().splitlines()[-1],
+        "summary": last_line(seeder.stdout),
+        "exit": seeder.returncode,
     }
 
 
-def crawl_locally(seeds: Path, rate: float) -> dict[str, Any]:
-    """``crawler crawl --local -i SEEDS --max-rate R --threads 16``: its CPU (the command
-    and its processes) and wall time."""
+def last_line(output: str) -> str:
+    """A command's last line of output (its summary), empty when it wrote none."""
+    lines = output.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def crawl_locally(seeds: Path, options: Sequence[str], *, check: bool = True) -> dict[str, Any]:
+    """``crawler crawl --local -i SEEDS OPTIONS --threads 16`` (here ``OPTIONS`` are
+    ``--max-rate R``): its CPU (the command and its processes), wall time and exit
+    status (which must be 0 when ``check``)."""
     env = dict(os.environ, MEMCACHED_SERVERS="127.0.0.1:9")  # none: --local needs none
     threads = DEFAULT_PROCESSES * DEFAULT_THREADS
     before, started = children_cpu(), time.monotonic()
     result = subprocess.run(
-        [*CRAWLER, "crawl", "--local", "-i", str(seeds), "--max-rate", f"{rate:g}",
-         "--threads", str(threads)],
+        [*CRAWLER, "crawl", "--local", "-i", str(seeds), *options, "--threads", str(threads)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT,
     )  # fmt: skip
     wall, cpu = time.monotonic() - started, children_cpu() - before
-    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    assert result.returncode == 0 or not check, result.stdout + result.stderr[-2000:]
     return {
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 3),
-        "summary": result.stdout.strip().splitlines()[-1],
+        "summary": last_line(result.stdout),
+        "exit": result.returncode,
     }
 
 
-def crawl_with_scrapy(
-    scrapy: Path, seeds: Path, rate: float, run_dir: Path, *, autothrottle: bool
-) -> dict[str, Any]:
-    """Scrapy crawls from ``seeds`` one request at a time a host, ``1 / rate`` seconds
-    apart (with ``autothrottle``, at least so far apart): its CPU and wall time.
+def polite_scrapy_settings(rate: float, *, autothrottle: bool) -> dict[str, Any]:
+    """Scrapy's settings for one request at a time a host, ``1 / rate`` seconds apart
+    (with ``autothrottle``, ``AUTOTHROTTLE_ENABLED``, its other settings Scrapy's: at
+    least so far apart), robots.txt obeyed, no retries.
 
     Parameters:
-      scrapy(Path): Scrapy's command (:func:`scrapy_command`).
-      seeds(Path): The seed file.
       rate(float): Requests a second per host at most.
-      run_dir(Path): Where its log and stats go.
-      autothrottle(bool): Whether ``AUTOTHROTTLE_ENABLED`` (its other settings Scrapy's).
+      autothrottle(bool): Whether ``AUTOTHROTTLE_ENABLED``.
     """
-    log = run_dir / "scrapy.log"
-    settings = {
+    return {
         "CONCURRENT_REQUESTS": DEFAULT_PROCESSES * DEFAULT_THREADS,
         "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
         "DOWNLOAD_DELAY": 1 / rate,
@@ -385,6 +398,24 @@ def crawl_with_scrapy(
         "ROBOTSTXT_OBEY": True,
         "COOKIES_ENABLED": False,
         "RETRY_ENABLED": False,
+    }
+
+
+def crawl_with_scrapy(
+    scrapy: Path, seeds: Path, run_dir: Path, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """Scrapy (``benchmarks/scrapy_spider.py``) crawls from ``seeds`` with ``settings``
+    (and no telnet console, its log and stats in ``run_dir``): its CPU and wall time.
+
+    Parameters:
+      scrapy(Path): Scrapy's command (:func:`scrapy_command`).
+      seeds(Path): The seed file.
+      run_dir(Path): Where its log and stats go.
+      settings(dict): Scrapy's settings, by name (``-s NAME=VALUE``).
+    """
+    log = run_dir / "scrapy.log"
+    settings = {
+        **settings,
         "TELNETCONSOLE_ENABLED": False,
         "LOG_LEVEL": "INFO",
         "LOG_FILE": log,

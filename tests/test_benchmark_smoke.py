@@ -278,3 +278,29 @@ def test_polite_pace_smoke_run_crawls_every_host_locally_within_its_rate() -> No
     assert run["seconds"] >= 1.5  # 10 pages at 5 a second: 1.8 s apart, a bucket's slack
     assert re.search(r"^local +[\d.]+ +[\d.]+ +[\d.]+ +20 +0 +- +\d+ +\d+ +yes$",
                      result.stdout, re.MULTILINE), result.stdout  # fmt: skip
+
+
+def test_server_pace_smoke_run_crawls_every_page_of_both_servers_locally(tmp_path: Path) -> None:
+    """CI's short version of ``benchmarks/server_pace.py``: 40 pages, ``--local`` only,
+    against the server that answers 429 and the one that slows under load; the workers
+    and Scrapy with AutoThrottle run in its full run.  No pace is asserted (the tests of
+    ``tests/test_server_pace.py`` do): every part runs and reports."""
+    result, figures = run_benchmark(
+        "server_pace.py", tmp_path / "server_pace.json", "--pages", "40", "--contenders",
+        "local", timeout=120,
+    )  # fmt: skip
+
+    assert sorted(figures) == ["defending", "loaded"]
+    for server in ("defending", "loaded"):
+        run = figures[server]["local"]
+        assert run["exit"] == 0 and run["pages"] == run["expected_pages"] == 40
+        assert run["duplicates"] == 0 and run["requests"] >= 41  # robots.txt too
+        assert run["cpu_ms_per_page"] > 0 and run["seconds"] > 0
+    assert figures["defending"]["local"]["refused"] >= 0
+    assert 0 <= figures["defending"]["local"]["refused_share_after_settling"] <= 1
+    assert figures["loaded"]["local"]["peak_in_flight"] >= 1
+    assert figures["loaded"]["local"]["median_answer_ms"] >= 5.0
+    for server in ("defending", "loaded"):
+        assert re.search(rf"^{server} +local +[\d.]+ +40/40 +\d+ ", result.stdout, re.M), (
+            result.stdout
+        )

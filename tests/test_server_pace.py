@@ -5,62 +5,20 @@ spending their retries, and none is given up, on workers and ``--local`` alike."
 
 from __future__ import annotations
 
-import collections
 import re
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from tests import faults
-from tests.site_server import Page, SiteServer, generate_site, html, page_path, send
+from tests.defending_servers import Defending, Loaded
+from tests.site_server import Page, SiteServer, generate_site, html, page_path
 from tests.support import FAST_FAILURES, read_records, waited_crawl
 from tests.test_local_mode import crawl_locally, services_trapped
 from tests.workers import environment
 
 PAGES = 300
-IN_FLIGHT, PER_SECOND = 4, 20
-
-
-class Defending:
-    """Serves ``pages``, or a 429 with ``Retry-After: 1`` to a request above
-    ``IN_FLIGHT`` in flight or ``PER_SECOND`` in the last second; counts both."""
-
-    def __init__(self, pages: dict[str, Page], answer_time: float = 0.01) -> None:
-        self.pages, self.answer_time = pages, answer_time
-        self.lock = threading.Lock()
-        self.in_flight = 0
-        self.recent: collections.deque[float] = collections.deque()
-        self.served: collections.Counter[str] = collections.Counter()
-        self.refused = 0
-        self.started = time.monotonic()
-        #: When each request came (seconds from the start), and whether it was refused.
-        self.answers: list[tuple[float, bool]] = []
-
-    def __call__(self, handler: BaseHTTPRequestHandler, nth: int) -> None:
-        now = time.monotonic()
-        with self.lock:
-            while self.recent and self.recent[0] <= now - 1:
-                self.recent.popleft()
-            busy = self.in_flight >= IN_FLIGHT or len(self.recent) >= PER_SECOND
-            self.refused += busy
-            self.answers.append((now - self.started, busy))
-            if not busy:
-                self.in_flight += 1
-                self.recent.append(now)
-        if busy:
-            faults.status(429, Retry_After="1")(handler, nth)
-            return
-        try:
-            time.sleep(self.answer_time)
-            send(handler, self.pages[handler.path])
-        finally:
-            with self.lock:
-                self.in_flight -= 1
-                self.served[handler.path] += 1
 
 
 @pytest.fixture
@@ -74,14 +32,6 @@ def defending(site: SiteServer) -> Iterator[Defending]:
 
 def every_page_once(defending: Defending) -> bool:
     return all(defending.served[page_path(i)] == 1 for i in range(PAGES))
-
-
-def refused_share_after(defending: Defending, seconds: float) -> float:
-    """The share of the requests answered 429, of those after the crawl's first
-    ``seconds`` (from the first request)."""
-    first = defending.answers[0][0]
-    later = [busy for at, busy in defending.answers if at - first >= seconds]
-    return sum(later) / max(1, len(later))
 
 
 @pytest.mark.serial  # the share refused follows the pace the crawl keeps: no other test's load
@@ -110,7 +60,7 @@ def test_auto_throttle_keeps_to_a_defending_server_s_pace(
 
     assert crawl.returncode == 0, stdout + stderr
     assert every_page_once(defending), defending.served
-    refused = refused_share_after(defending, 3.0)
+    refused = defending.refused_share_after(3.0)
     print(f"{where}: {len(defending.answers)} requests, {defending.refused} refused,"
           f" {refused:.1%} of those after 3 s")  # fmt: skip
     assert refused <= 0.05
@@ -214,33 +164,6 @@ def test_a_503_with_retry_after_is_the_servers_pace_and_without_it_a_failure(
     assert len(retried) == 1 and "/failing.html" in retried[0], stderr
 
 
-class Loaded:
-    """Serves ``pages``, each answer taking longer the more requests are in flight
-    (``base`` seconds, doubled for each one more): a server that slows under load.
-    Counts the most in flight at once and how long the answers took."""
-
-    def __init__(self, pages: dict[str, Page], base: float = 0.005) -> None:
-        self.pages, self.base = pages, base
-        self.lock = threading.Lock()
-        self.in_flight = self.peak = 0
-        self.took: list[float] = []
-        self.served: collections.Counter[str] = collections.Counter()
-
-    def __call__(self, handler: BaseHTTPRequestHandler, nth: int) -> None:
-        with self.lock:
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-            answer_time = self.base * 2 ** (self.in_flight - 1)
-        try:
-            time.sleep(answer_time)
-            send(handler, self.pages[handler.path])
-        finally:
-            with self.lock:
-                self.in_flight -= 1
-                self.took.append(answer_time)
-                self.served[handler.path] += 1
-
-
 @pytest.mark.parametrize("where", ["workers", "local"])
 def test_auto_throttle_holds_a_server_that_slows_under_load_to_its_pace(
     where: str, site: SiteServer, tmp_path: Path, rabbitmq_env: dict[str, str]
@@ -265,6 +188,7 @@ def test_auto_throttle_holds_a_server_that_slows_under_load_to_its_pace(
 
     assert crawl.returncode == 0, stdout + stderr
     assert all(server.served[page_path(i)] == 1 for i in range(100)), server.served
-    print(f"{where}: peak {server.peak} in flight, median answer {sorted(server.took)[50]:.3f}s")
+    median = server.median_answer_time()
+    print(f"{where}: peak {server.peak} in flight, median answer {median:.3f}s")
     assert server.peak <= 2  # the polite default, held across the workers
-    assert sorted(server.took)[len(server.took) // 2] <= 2 * server.base  # mostly unloaded
+    assert median <= 2 * server.base  # mostly unloaded
