@@ -3,7 +3,8 @@
 From Python: :class:`Crawl` runs a crawl in this process, :func:`seed` one for the
 workers (:mod:`crawler.api`); page handlers get a :class:`Page` and return data,
 requests (:class:`Request`) to follow and items (:class:`Handled`), one a label with a
-:class:`Router` (:mod:`crawler.handlers`).
+:class:`Router` (:mod:`crawler.handlers`); item pipelines change or drop items
+(:class:`DropItem`, :mod:`crawler.items.pipelines`).
 
 The API is imported on first use of one of its names, so that a worker importing
 ``crawler.example`` loads the page pipeline only, never the seeder's stack.
@@ -15,12 +16,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from crawler.handlers import Handled, Page, Request, Router
+from crawler.items.pipelines import DropItem
 
 if TYPE_CHECKING:
     from crawler.api import Crawl, CrawlError, WorkersCrawl, seed, status
 
 __all__ = [
-    "Crawl", "CrawlError", "Handled", "Page", "Request", "Router", "WorkersCrawl", "seed", "status"
+    "Crawl", "CrawlError", "DropItem", "Handled", "Page", "Request", "Router", "WorkersCrawl",
+    "seed", "status",
 ]  # fmt: skip
 
 #: The names :mod:`crawler.api` gives, imported when first asked for.

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import copy
 import fnmatch
 import importlib
 import inspect
@@ -43,7 +44,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import ModuleType
@@ -55,6 +56,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler.environment import ACTOR_TIME_LIMIT
 from crawler.errors import InvalidMessage, shown
+from crawler.items.pipelines import DropItem, ItemPipeline, as_pipeline, name_of
 from crawler.links.extraction import decoded, page_base, page_encoding, resolved, selected_links
 from crawler.links.url_patterns import UrlPattern, UrlPatterns, url_matcher
 
@@ -375,6 +377,11 @@ class Outcome:
     error: str | None = None
     #: The requests refused (:func:`refusal`: one line each), the others followed.
     refused: list[str] = field(default_factory=list)
+    #: Items the crawl's item pipelines dropped (:mod:`crawler.items.pipelines`).
+    dropped: int = 0
+    #: The item pipelines' failures, a line each (``pipeline-failed: ...``), at most
+    #: :data:`MAX_ITEM_ERRORS` (the last says how many more).
+    item_errors: list[str] = field(default_factory=list)
 
 
 #: A :class:`Request`'s label, in characters at most.
@@ -402,6 +409,16 @@ class Router:
         self.stages: list[Any] = []
         #: The rules of :meth:`label_links`, in the order they were given.
         self.link_labels: list[tuple[str, Callable[[str], bool]]] = []
+        #: The item pipelines of this router's crawls (:meth:`item_pipeline`), in order.
+        self.item_pipelines: list[Any] = []
+
+    def item_pipeline(self, pipeline: Any) -> Any:
+        """A decorator: each item this router's handlers yield passes through
+        ``pipeline`` (a function of the item and the page, or a class with Scrapy's
+        ``process_item``), in the order they were declared, before the crawl's
+        ``--pipeline`` ones (:mod:`crawler.items.pipelines`)."""
+        self.item_pipelines.append(as_pipeline(pipeline))  # a class made once, here
+        return pipeline
 
     def label_links(self, label: str, *patterns: UrlPattern) -> None:
         """Label ``label`` every link a page of the crawl follows whose URL one of
@@ -502,6 +519,8 @@ class Handlers:
     def __init__(self, specs: Iterable[str] = (), timeout: float = 1.5) -> None:
         self.timeout = timeout
         self._loaded: dict[str, Handler] = {}
+        #: The item pipelines made of what was loaded (a class made once).
+        self._pipelines: dict[str, ItemPipeline] = {}
         #: Where ``async`` handlers run: one event loop for the process's handlers.
         self.loop = EventLoop()
         for spec in specs:
@@ -523,6 +542,21 @@ class Handlers:
             own._loaded[name] = load(name) if function is None else function
         return own
 
+    def with_pipelines(self, specs: Iterable[str]) -> Handlers:
+        """These handlers and a crawl's item pipelines (``--local --pipeline``), each
+        loaded unless this process has it, and checked; these are left as they are.
+        ValueError naming the first that cannot be loaded or made."""
+        own = self.with_handler(None)
+        for spec in specs:
+            try:
+                if spec not in own._loaded:
+                    own._loaded[spec] = load(spec)
+                own.pipelines([spec])
+            except (ValueError, InvalidMessage) as e:
+                raise ValueError(f"{spec}: {e}") from e
+        own._pipelines = {}  # made again where the crawl runs (a --local process of its own)
+        return own
+
     @property
     def names(self) -> list[str]:
         return list(self._loaded)
@@ -541,6 +575,29 @@ class Handlers:
             )
         return handler
 
+    def pipelines(self, names: Iterable[str]) -> list[ItemPipeline]:
+        """The item pipelines a crawl's messages name (``--pipeline``), in order: loaded
+        by this process as its handlers are (a class made once); a name it did not load
+        is an :class:`~crawler.errors.InvalidMessage`."""
+        chosen = []
+        for name in names:
+            pipeline = self._pipelines.get(name)
+            if pipeline is None:
+                loaded = self._loaded.get(name)
+                if loaded is None:
+                    raise InvalidMessage(
+                        f"message options: pipeline {shown(repr(name))} is not one this worker"
+                        f" loaded (CRAWLER_HANDLERS: {', '.join(self._loaded) or 'none'})"
+                    )
+                try:
+                    pipeline = self._pipelines[name] = as_pipeline(loaded)
+                except Exception as e:  # a class that cannot be made: the crawl's error
+                    raise InvalidMessage(
+                        f"message options: pipeline {shown(repr(name))}: {_one_line(e)}"
+                    ) from e
+            chosen.append(pipeline)
+        return chosen
+
     def timeout_for(self, requested: float | None, fetch_deadline: float) -> float:
         """The seconds a handler may take on a page of a crawl that asked for
         ``requested`` (``--handler-timeout``; None: :attr:`timeout`, the worker's
@@ -552,12 +609,19 @@ class Handlers:
         left = ACTOR_TIME_LIMIT - fetch_deadline - TIME_LIMIT_MARGIN
         return max(min(requested, left), MIN_TIMEOUT)
 
-    def run(self, handler: Handler, page: Page, timeout: float | None = None) -> Outcome:
-        """Call ``handler`` on ``page`` in a thread of its own and wait ``timeout``
-        seconds (:attr:`timeout` when None) at most for what it made of it; past that,
-        the step fails and the thread is abandoned (see :data:`MAX_STUCK`)."""
+    def run(
+        self,
+        handler: Handler,
+        page: Page,
+        timeout: float | None = None,
+        pipelines: Sequence[ItemPipeline] = (),
+    ) -> Outcome:
+        """Call ``handler`` on ``page`` in a thread of its own, its items passed through
+        the item ``pipelines`` there, and wait ``timeout`` seconds (:attr:`timeout` when
+        None) at most for what it made of it; past that, the step fails and the thread
+        is abandoned (see :data:`MAX_STUCK`)."""
         timeout = self.timeout if timeout is None else timeout
-        call = _Call(handler, page, self.loop)
+        call = _Call(handler, page, self.loop, pipelines)
         with _stuck.lock:
             if _stuck.count >= MAX_STUCK:
                 return Outcome(
@@ -650,10 +714,13 @@ class _Call:
     generator's next item...).  An ``async`` handler runs on ``loop``, this thread
     waiting for it."""
 
-    def __init__(self, handler: Handler, page: Page, loop: EventLoop) -> None:
+    def __init__(
+        self, handler: Handler, page: Page, loop: EventLoop, pipelines: Sequence[ItemPipeline]
+    ) -> None:
         self.handler = handler
         self.page = page
         self.loop = loop
+        self.pipelines = pipelines
         self.finished = threading.Event()
         self.outcome: Outcome | None = None
         self.abandoned = False
@@ -677,9 +744,37 @@ class _Call:
             return _yielded(returned)
         return returned
 
+    def through_pipelines(self, outcome: Outcome) -> Outcome:
+        """``outcome`` with its items passed through :attr:`pipelines`, in order: each
+        kept, changed or dropped; a pipeline that fails leaves the item as it was
+        before it, and its error is said (:mod:`crawler.items.pipelines`)."""
+        kept, dropped, errors = [], 0, []
+        for item in outcome.items:
+            for pipeline in self.pipelines:
+                try:
+                    made = self.made(pipeline(copy.deepcopy(item), self.page))
+                    if made is None:
+                        raise DropItem("returned None")
+                    if not isinstance(made, dict):
+                        raise ValueError(f"returned {type(made).__name__}, not a dict")
+                    item = _strict_json(made, "an item")
+                except DropItem:
+                    dropped += 1
+                    break
+                except BaseException as e:  # the user's code: the item goes on as it was
+                    errors.append(f"pipeline-failed: {name_of(pipeline)}: {_one_line(e)}")
+            else:
+                kept.append(item)
+        if len(errors) > MAX_ITEM_ERRORS:
+            more = len(errors) - MAX_ITEM_ERRORS + 1
+            errors[MAX_ITEM_ERRORS - 1 :] = [f"pipeline-failed: {more} more"]
+        return replace(outcome, items=kept, dropped=dropped, item_errors=errors)
+
     def __call__(self) -> None:
         try:
             outcome = _checked(self.made(self.handler(self.page)))
+            if self.pipelines and outcome.items:
+                outcome = self.through_pipelines(outcome)
         except BaseException as e:  # the user's code: SystemExit, KeyboardInterrupt too
             try:
                 text = _one_line(e, named=not isinstance(e, _Refused))
@@ -773,6 +868,8 @@ def refusal(request: Any, reason: str) -> str:
 
 #: Items one page may yield at most.
 MAX_ITEMS = 10_000
+#: The item pipelines' error lines a page's record keeps at most.
+MAX_ITEM_ERRORS = 20
 
 
 def _strict_json(value: Any, what: str) -> Any:

@@ -89,6 +89,8 @@ def crawl_options(
     for name in NEED_RENDER:
         if given.get(name) and not given.get("render", False):
             raise CrawlError(f"{_flag(name)} works with --render only")
+    if given.get("pipeline") and given.get("handler") is None:
+        raise CrawlError("--pipeline works with --handler only: the items are its")
     if given.get("follow") == FOLLOW_HANDLERS and given.get("handler") is None:
         raise CrawlError(
             f"--follow {FOLLOW_HANDLERS} works with --handler only: it follows what the"

@@ -311,6 +311,12 @@ def handler_name(value: Any) -> str:
 
 CRAWL_ID = Rule("a crawl id (1 to 64 letters, digits, '-' or '_')", _crawl_id)
 HANDLER = Rule("a handler's name, package.module:function", handler_name)
+#: A crawl's item pipelines, at most.
+MAX_PIPELINES = 32
+PIPELINES = Rule(
+    f"a list of at most {MAX_PIPELINES} item pipelines' names, package.module:function",
+    _each(handler_name, MAX_PIPELINES),
+)
 PROXY = Rule("an http:// or https:// proxy URL", proxy_url)
 TIMEOUT = Rule(f"a number of seconds above 0, at most {MAX_TIMEOUT:g}", seconds)
 HANDLER_TIMEOUT = Rule(
@@ -519,6 +525,16 @@ def timeout(value: Any) -> float:
     """``--timeout``'s seconds."""
     checked: float = _checked(value, TIMEOUT, _float)
     return checked
+
+
+def pipeline(value: Any) -> str:
+    """``--pipeline``'s ``package.module:function``."""
+    try:
+        return handler_name(value)
+    except ValueError:
+        raise BadValue(
+            f"{_text(value)!r} is not an item pipeline's name: package.module:function"
+        ) from None
 
 
 def handler_timeout(value: Any) -> float:

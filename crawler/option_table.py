@@ -164,6 +164,10 @@ TABLE: tuple[Option, ...] = (
            " HTML page (workers must load it: 'crawler worker --handler'); what it returns goes"
            " in the page's record", field="handler", rule=rules.HANDLER,
            metavar="MODULE:FUNCTION"),
+    Option("pipeline", ("--pipeline",), rules.pipeline, "str | Sequence[str]", "pass each item"
+           " through this item pipeline, after the handler's own (repeatable, in order;"
+           " workers must load it: 'crawler worker --pipeline')", kind="list", default=(),
+           field="pipelines", rule=rules.PIPELINES, metavar="MODULE:FUNCTION"),
     Option("handler_timeout", ("--handler-timeout",), rules.handler_timeout, "float",
            "the page handler may take this long on a page (default: the workers'"
            " CRAWLER_HANDLER_TIMEOUT, 1.5; at most what the 10 s time limit leaves after the"
@@ -291,6 +295,7 @@ class Keywords(TypedDict, total=False):
     max_rate: float | None
     max_per_host: int | None
     user_agent: str | None
+    pipeline: str | Sequence[str] | None
     handler_timeout: float | None
     warc: str | PathLike[str] | None
     header: str | Sequence[str] | None

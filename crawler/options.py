@@ -81,6 +81,7 @@ class CrawlOptions:
     render_media: bool = False
     recrawl: bool = False
     follow: Literal["all", "handlers"] = "all"
+    pipelines: tuple[str, ...] = field(default_factory=tuple)
 
     def to_message(self) -> dict[str, Any] | None:
         """The options as a message keyword argument: only what differs from upstream."""

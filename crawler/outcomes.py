@@ -62,6 +62,7 @@ def summary(
     every_part: bool = False,
     answers: Mapping[int, int] | None = None,
     items: int = 0,
+    dropped: int = 0,
 ) -> str:
     """``120 pages fetched (94.4 pages/s), 0 skipped as not HTML, ..., 0 failed``.
 
@@ -72,11 +73,14 @@ def summary(
       answers(Mapping): The ``answered`` ones by HTTP status, when known: ``2 answered
         404, 1 answered 410`` rather than ``3 answered 4xx``.
       items(int): Items the handler yielded (``12 items``), said when there are any.
+      dropped(int): Items the item pipelines dropped (``3 items dropped``), said when
+        there are any.
     """
     pages = f"{plural(fetched(counts), 'page')} fetched"
     if rate is not None:
         pages += f" ({rate:.1f} pages/s)"
     parts = [pages, *([plural(items, "item")] if items else [])]
+    parts += [f"{plural(dropped, 'item')} dropped"] if dropped else []
     parts += [
         f"{counts.get(NOT_HTML, 0)} skipped as not HTML",
         f"{counts.get(DUPLICATE, 0)} skipped as duplicates",

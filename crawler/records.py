@@ -84,6 +84,11 @@ class PageRecord(_EveryRecord, total=False):
     #: The handler's requests that were refused, one line each (``request-refused:``);
     #: the rest of the page stands.
     refused_requests: list[str]
+    #: Items the crawl's item pipelines dropped (``--pipeline``, a router's own).
+    dropped_items: int
+    #: The item pipelines' failures, one line each (``pipeline-failed:``); the items
+    #: went on as they were before the pipeline that failed.
+    item_errors: list[str]
     #: The request's method, when not GET (a handler's ``Request(method=...)``).
     method: str
     #: What a handler's request other than a plain GET is deduplicated by, besides its
@@ -148,7 +153,7 @@ PAGE_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",
     "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "warc_file",
     "warc_offset", "payload_digest", "data", "items", "handler_error", "refused_requests",
-    "method", "request_key",
+    "method", "request_key", "dropped_items", "item_errors",
 )  # fmt: skip
 
 
@@ -234,7 +239,8 @@ RECORD_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "dropped_links",
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
     "warc_offset", "payload_digest", "data", "handler_error", "bytes",
-    "fetch_ms", "items", "refused_requests", "method", "request_key",
+    "fetch_ms", "items", "refused_requests", "method", "request_key", "dropped_items",
+    "item_errors",
 )  # fmt: skip
 
 

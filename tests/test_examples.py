@@ -147,6 +147,33 @@ def guide_block(language: str, starting: str) -> str:
     return str(found[0])
 
 
+PIPELINES = ("examples.shop_pipelines:at_least_ten", "examples.shop_pipelines:InCents")
+
+
+def test_the_shop_s_items_pass_through_the_pipelines_the_guide_shows(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    products = tmp_path / "products.jsonl"
+    done = console(
+        environment(), "crawl", "--local", shop(site), "--handler", HANDLER,
+        *(f"--pipeline={name}" for name in PIPELINES), "--items", str(products),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = expected_items()
+    kept = {
+        sku: {**{k: v for k, v in item.items() if k != "price"}, "price_cents": round(
+            float(str(item["price"])) * 100)}
+        for sku, item in expected.items()
+        if float(str(item["price"])) >= 10
+    }  # fmt: skip
+    assert items_by_sku(read_items(products)) == kept
+    said = f"{len(kept)} items, {len(expected) - len(kept)} items dropped"
+    assert said in done.stdout, done.stdout
+    assert said in GUIDE.read_text()  # the guide's summary is this crawl's
+    code = guide_block("python", "from typing import Any\n\nfrom crawler import DropItem")
+    assert code in (EXAMPLES / "shop_pipelines.py").read_text()  # the guide's is the example's
+
+
 def test_the_guide_shows_the_example_s_code_as_it_is() -> None:
     code = guide_block("python", "from typing import Any")
     assert len(code.splitlines()) > 30
@@ -171,7 +198,7 @@ def test_every_example_s_documented_commands_parse_and_name_a_handler_it_has(
     assert commands, f"examples/{module}.py shows no crawler command"
     for command in commands:
         assert parse_as_the_command_does(command) is None, command
-    handlers = set(re.findall(rf"--handler (examples\.{module}:\w+)", docstring))
+    handlers = set(re.findall(rf"--(?:handler|pipeline) (examples\.{module}:\w+)", docstring))
     assert handlers
     for handler in handlers:
         assert callable(load(handler))

@@ -47,6 +47,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "user_agent": ("mine/1.0", "mine/1.0"),
     "handler": ("tests.page_handlers:title", "tests.page_handlers:title"),
     "handler_timeout": ("2.5", 2.5),
+    "pipeline": ("tests.page_handlers:title", ["tests.page_handlers:title"]),
     "warc": ("archive", "archive"),
     "header": ("X-A: 1", ["X-A: 1"]),
     "cookies": ("off", False),
@@ -68,6 +69,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
 #: Options that need another to be given with them.
 NEEDS: dict[str, dict[str, Any]] = {
     "follow": {"handler": "tests.page_handlers:title"},
+    "pipeline": {"handler": "tests.page_handlers:title"},
     "render_wait": {"render": True},
     "render_media": {"render": True},
     "recrawl_warc": {"recrawl_from": Path("earlier.jsonl")},

@@ -3,8 +3,8 @@
 ::
 
     crawler crawl URL... [--local | --wait] [-o FILE] [options]    seed a crawl, or run it here
-    crawler worker [-p N] [-t N] [--handler MODULE:FUNCTION]... [--render]
-                                                                  Dramatiq workers for it
+    crawler worker [-p N] [-t N] [--handler MODULE:FUNCTION]...
+                   [--pipeline MODULE:FUNCTION]... [--render]     Dramatiq workers for it
     crawler status | cancel | pause | resume | dead-letters | replay CRAWL_ID
     crawler dashboard [--port PORT] [--host ADDRESS]              a live page of every crawl
     crawler --version
@@ -103,6 +103,14 @@ def _add_worker(command: Parser) -> None:
         " CRAWLER_HANDLERS too)",
     )
     worker.add_argument(
+        "--pipeline",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNCTION",
+        help="load this item pipeline, for the crawls that name it (repeatable; loaded as"
+        " handlers are, into CRAWLER_HANDLERS)",
+    )
+    worker.add_argument(
         "--render",
         action="store_true",
         help="refuse to start unless this machine can render pages for --render crawls"
@@ -140,11 +148,16 @@ def worker(arguments: argparse.Namespace) -> int:
     only on a machine that can render (one line and exit status 2 otherwise).  This
     process's environment is left as it is: the worker gets a copy."""
     names = [*filter(None, os.getenv("CRAWLER_HANDLERS", "").split(",")), *arguments.handler]
+    names += arguments.pipeline
     for name in arguments.handler:
         try:
             handlers.load(name)
         except ValueError as e:
             arguments.usage.error(f"--handler {name}: {e}")
+    try:
+        handlers.Handlers().with_pipelines(arguments.pipeline)
+    except ValueError as e:
+        arguments.usage.error(f"--pipeline {e}")
     variables = dict(os.environ)
     if names:
         variables["CRAWLER_HANDLERS"] = ",".join(names)

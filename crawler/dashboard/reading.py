@@ -157,6 +157,7 @@ class Reader:
             hosts = figures.read(client, crawl_id)
             failed = figures.failures(client, crawl_id)
             items = item_counts.read(client, crawl_id)
+            dropped = item_counts.read_dropped(client, crawl_id)
             slots = _slots(client, crawl_id, about, hosts)
         now = time.time()
         pages = fetched(counted)
@@ -183,6 +184,7 @@ class Reader:
             "outstanding": counted[counters.OUTSTANDING],
             "pages": pages,
             "items": items,
+            "items_dropped": dropped,
             "errors": errors,
             "retried": counted[RETRYING],
             "elapsed_s": elapsed,

@@ -131,6 +131,10 @@ def _local_parts(
         handlers = parts.handlers.with_handler(name, handler)
     except ValueError as e:
         raise CrawlError(f"--handler {name}: {e}") from e
+    try:
+        handlers = handlers.with_pipelines(spec.options.pipelines)
+    except ValueError as e:
+        raise CrawlError(f"--pipeline {e}") from e
     if spec.options.render:
         try:
             rendering.check()  # no Chromium or no Playwright: refused before anything is sent

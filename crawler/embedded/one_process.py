@@ -351,6 +351,7 @@ def _carry_on(
         figures = counters.read(client, crawl_id) if crawl_id else None
         if figures is not None:
             figures["items"] = item_counts.read(client, crawl_id)
+            figures["items_dropped"] = item_counts.read_dropped(client, crawl_id)
     if figures is not None:
         progress.carry_on(figures)
     kept = broker.kept()

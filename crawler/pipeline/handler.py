@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from crawler.fetching import Fetched, is_html
 from crawler.handlers import Handler, Handlers, page_of, requests_followed, takes, with_enqueued
+from crawler.items import pipelines
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
 
@@ -32,8 +33,9 @@ def _each(visit: PageVisit, hook: Callable[[Stage], None]) -> None:
 
 class HandlerStage(Stage):
     """Give an HTML page, or a response of a content type it asked for (a JSON API's),
-    to the crawl's page handler (one this worker loaded, else the message is invalid)
-    and take what it made of it: its data and items for the record, the requests it
+    to the crawl's page handler (one this worker loaded, else the message is invalid),
+    its items through the crawl's item pipelines (:mod:`crawler.items.pipelines`), and
+    take what it made of it: its data and items for the record, the requests it
     asks to follow besides the page's links (those it returned or yielded, and those
     its ``page.enqueue_links()`` added).  A response it takes that is not HTML is a
     page crawled without links of its own (its body is read: ``visit.content``).
@@ -51,6 +53,8 @@ class HandlerStage(Stage):
 
     def before_claim(self, visit: PageVisit) -> None:
         visit.handler = self.handlers.chosen(visit.crawl_options.handler)
+        named = self.handlers.pipelines(visit.crawl_options.pipelines)  # loaded here?
+        visit.pipelines = pipelines.of_crawl(visit.handler, named)
         _each(visit, lambda stage: stage.before_claim(visit))
 
     def before_request(self, visit: PageVisit) -> None:
@@ -79,13 +83,15 @@ class HandlerStage(Stage):
             seconds = self.handlers.timeout_for(
                 options.handler_timeout, visit.bounds.fetch_deadline
             )
-            handled = self.handlers.run(visit.handler, visit.page, seconds)
+            handled = self.handlers.run(visit.handler, visit.page, seconds, visit.pipelines)
             visit.handled = with_enqueued(handled, visit.page)  # and its page.enqueue_links()
         base = visit.response.url if visit.page is None else visit.page.base  # <base href>
         visit.asked, refused = requests_followed(visit.handled, base)
         visit.refused = [*(visit.handled.refused if visit.handled else ()), *refused]
         for line in visit.refused:  # the rest of the page stands
             logger.warning("URL %r: its handler's %s", visit.url, line)
+        for line in visit.handled.item_errors if visit.handled else ():  # the item stands
+            logger.warning("URL %r: an item's %s", visit.url, line)
         _each(visit, lambda stage: stage.on_links(visit))
 
     def on_record(self, visit: PageVisit) -> None:
@@ -96,6 +102,10 @@ class HandlerStage(Stage):
                 visit.record["items"] = handled.items
             if handled.error is not None:
                 visit.record["handler_error"] = handled.error
+            if handled.dropped:  # by the item pipelines
+                visit.record["dropped_items"] = handled.dropped
+            if handled.item_errors:
+                visit.record["item_errors"] = handled.item_errors
         if visit.refused:
             visit.record["refused_requests"] = visit.refused
         _each(visit, lambda stage: stage.on_record(visit))

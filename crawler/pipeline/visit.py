@@ -15,6 +15,7 @@ from crawler.frontier import claims
 from crawler.frontier.recrawl import Earlier
 from crawler.frontier.scope import request_name
 from crawler.handlers import Handler, Outcome, Page, Request
+from crawler.items.pipelines import ItemPipeline
 from crawler.links.cleaning import clean_href
 from crawler.links.extraction import html_links
 from crawler.middleware import actor_for
@@ -52,6 +53,7 @@ class PageVisit:
       session(requests.Session|None): The thread's session for the crawl.
       turn(object|None): The host's turn, held while the page is fetched.
       handler(Handler|None): The crawl's page handler (``--handler``).
+      pipelines(list): The crawl's item pipelines (its handler's, then ``--pipeline``).
       keeper(Keeper|None): What keeps the responses in WARC files (``--warc``).
       earlier(Earlier|None): What an earlier crawl saw of the page (``--recrawl-from``).
       conditions(dict|None): The conditional request's headers that asks about it.
@@ -99,6 +101,7 @@ class PageVisit:
     session: requests.Session | None = None
     turn: Any = None
     handler: Handler | None = None
+    pipelines: list[ItemPipeline] = field(default_factory=list)
     keeper: Keeper | None = None
     earlier: Earlier | None = None
     conditions: dict[str, str] | None = None

@@ -44,6 +44,8 @@ class Progress:
         self.waiting_for: set[str] = set()
         #: Items the crawl's handler yielded, in the records counted (``--items``).
         self.items = 0
+        #: Items the crawl's item pipelines dropped, in the records counted.
+        self.dropped = 0
         #: Items Memcached evicted since the crawl began, when it says so.
         self.evicted = 0
         #: True while the crawl is paused (``crawler pause``).
@@ -62,6 +64,7 @@ class Progress:
                 self.counts[outcome] += figures.get(outcome, 0)
             self.discovered += figures.get("discovered", 0)
             self.items += figures.get("items", 0)
+            self.dropped += figures.get("items_dropped", 0)
             self._fetched_before = fetched(self.counts)
 
     def discover(self, count: int = 1) -> None:
@@ -72,6 +75,7 @@ class Progress:
         with self._lock:
             self.counts[record.get("outcome", CRAWLED)] += 1
             self.items += len(record.get("items") or ())
+            self.dropped += record.get("dropped_items") or 0
             if record.get("outcome") == FAILED:
                 self.failures.append(record)
             elif record.get("outcome") == ANSWERED:
@@ -130,7 +134,9 @@ class Progress:
             elapsed = time.monotonic() - self.started
             rate = (fetched(self.counts) - self._fetched_before) / max(elapsed, 1e-9)
             verb = "Interrupted" if interrupted else "Finished"
-            said = summary(self.counts, rate=rate, answers=self.answers, items=self.items)
+            said = summary(
+                self.counts, rate=rate, answers=self.answers, items=self.items, dropped=self.dropped
+            )
             lines = [f"{verb} after {elapsed:.1f}s: {said}."]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
             if self.evicted:

@@ -571,9 +571,10 @@ def status(pool: StorePool, crawl_id: str) -> int:
         return _unknown(crawl_id)
     with pool.reserve() as client:
         items = item_counts.read(client, crawl_id)
+        dropped = item_counts.read_dropped(client, crawl_id)
     print(
         f"crawl {crawl_id}: {counters.state(figures)}: "
-        f"{summary(figures, every_part=True, items=items)}; "
+        f"{summary(figures, every_part=True, items=items, dropped=dropped)}; "
         f"{figures[counters.DISCOVERED]} discovered, "
         f"{figures[counters.OUTSTANDING]} outstanding, "
         f"{figures[RETRYING]} failed attempts retried, {figures[DEFERRED]} rate-limit deferrals."

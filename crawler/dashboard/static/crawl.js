@@ -125,7 +125,7 @@ async function refresh() {
   state.textContent = crawl.state;
   state.className = "state " + crawl.state.split(" ")[0];
   text("seeds", (crawl.about.seeds || []).join(" ") + (crawl.about.where ? " (" + crawl.about.where + ")" : ""));
-  for (const name of ["done", "discovered", "outstanding", "pages", "items", "errors"]) text(name, crawl[name]);
+  for (const name of ["done", "discovered", "outstanding", "pages", "items", "items_dropped", "errors"]) text(name, crawl[name]);
   text("elapsed", duration(crawl.elapsed_s));
   text("time-left", crawl.time_left);
   text("queued", crawl.queue.queued);
