@@ -293,7 +293,9 @@ def test_local_dashboard_stays_after_the_crawl_until_ctrl_c(
 
     (host,) = later["hosts"]
     assert host["pages"] == pages and host["median_ms"] is not None
-    assert host["median_ms"] < 100 and host["p95_ms"] is not None and host["p95_ms"] < 400
+    # p95 is a bucket's bound, of 8 fetches the slowest: one fetch slowed by a loaded
+    # machine moves it a bucket or two, the --max-rate wait (500 ms a page) never
+    assert host["median_ms"] < 100 and host["p95_ms"] is not None and host["p95_ms"] <= 1600
     records = [json.loads(line) for line in output.read_text().splitlines()]
     assert len(records) == pages
     assert statistics.median(r["fetch_ms"] for r in records) < 100
