@@ -15,6 +15,7 @@ errors.  No argparse here.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -107,6 +108,9 @@ class CrawlSpec:
         ``postgresql://`` URL).
       dashboard(int): Serve the crawl's live page on this port (``--dashboard``).
       verbose(bool): Log every page (``-v``).
+      log_level(str): Log lines of this level and above (``-L``).
+      quiet(bool): No progress line, errors only logged (``-q``).
+      log_file(Path): Write the log lines there, added to (``--log-file``).
       recrawl_from(Path): An earlier crawl's records: ask only whether each page changed
         (``--recrawl-from``; the options' ``recrawl``).
       recrawl_warc(Path): That crawl's WARC files, for its captures (``--recrawl-warc``).
@@ -124,6 +128,9 @@ class CrawlSpec:
     items: str | None = None
     dashboard: int | None = None
     verbose: bool = False
+    log_level: str | None = None
+    quiet: bool = False
+    log_file: Path | None = None
     seed_file: SeedFile | None = None
     recrawl_from: Path | None = None
     recrawl_warc: Path | None = None
@@ -131,7 +138,11 @@ class CrawlSpec:
     def __post_init__(self) -> None:
         if not self.seeds and self.seed_file is None:
             raise CrawlError("give at least one URL to crawl")
-        given = {"local": self.local, "wait": self.wait, "crawl_id": self.adding}
+        given = {
+            "local": self.local, "wait": self.wait, "crawl_id": self.adding,
+            "verbose": self.verbose, "log_level": self.log_level is not None,
+            "quiet": self.quiet,
+        }  # fmt: skip
         for first, second in CONTRADICTIONS:
             if given[first] and given[second]:
                 raise CrawlError(f"{flag(first)} and {flag(second)}: choose one")
@@ -185,6 +196,16 @@ class CrawlSpec:
                     f"{flag} {name} is the -i file: writing it would lose the seeds it holds;"
                     f" give {flag} a file of its own"
                 )
+
+    @property
+    def log_threshold(self) -> int:
+        """The level of the log lines this run shows: ``-q``'s ERROR, ``-L``'s level,
+        ``-v``'s INFO, else WARNING."""
+        if self.quiet:
+            return logging.ERROR
+        if self.log_level is not None:
+            return int(logging.getLevelName(self.log_level))
+        return logging.INFO if self.verbose else logging.WARNING
 
     @property
     def seed_urls(self) -> SeedUrls:
@@ -251,6 +272,9 @@ class CrawlSpec:
             items=given.get("items"),
             dashboard=given.get("dashboard"),
             verbose=given.get("verbose", False),
+            log_level=given.get("log_level"),
+            quiet=given.get("quiet", False),
+            log_file=given.get("log_file"),
             recrawl_from=given.get("recrawl_from"),
             recrawl_warc=given.get("recrawl_warc"),
         )

@@ -35,7 +35,10 @@ CRAWLER_DEFAULTS = tuple(option.name for option in TABLE if option.kind == "on")
 #: 8 a domain; counted across every worker, as ``--max-per-host`` is.
 POLITE_PER_HOST = 2
 #: Options that make no sense together: refused, naming both.
-CONTRADICTIONS = (("local", "wait"), ("local", "crawl_id"))
+CONTRADICTIONS = (
+    ("local", "wait"), ("local", "crawl_id"), ("verbose", "log_level"), ("quiet", "verbose"),
+    ("quiet", "log_level"),
+)  # fmt: skip
 #: Options that work with ``--render`` only.
 NEED_RENDER = ("render_wait", "render_media")
 

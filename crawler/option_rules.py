@@ -585,6 +585,24 @@ def http_url(value: Any) -> str:
         raise BadValue(f"{value!r} {e}") from e
 
 
+#: The levels ``--log-level`` takes, as Python's logging names them.
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(value: Any) -> str:
+    if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
+        raise ValueError
+    return value.upper()
+
+
+LOG_LEVEL = Rule(f"a log level: {', '.join(LOG_LEVELS[:-1])} or {LOG_LEVELS[-1]}", _log_level)
+
+
+def log_level(value: Any) -> str:
+    """``--log-level``'s level, upper-cased."""
+    return _checked(value, LOG_LEVEL)
+
+
 def path(value: Any) -> Path:
     """A file or directory of this machine (``--state``, ``--output``; ``-``: stdout)."""
     if not isinstance(value, (str, os.PathLike)):

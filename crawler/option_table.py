@@ -242,8 +242,18 @@ TABLE: tuple[Option, ...] = (
            " (postgresql://user@host:port/db?table=NAME)", metavar="FILE|URL", group="run"),
     Option("dashboard", ("--dashboard",), rules.port, "int", "with --wait or --local: serve"
            " the crawl's live page on 127.0.0.1:PORT meanwhile", metavar="PORT", group="run"),
-    Option("verbose", ("-v", "--verbose"), rules.switch, "bool", "log every page",
-           kind="switch", default=False, group="run"),
+    Option("verbose", ("-v", "--verbose"), rules.switch, "bool", "log every page (--log-level"
+           " INFO)", kind="switch", default=False, group="run"),
+    Option("log_level", ("-L", "--log-level"), rules.log_level, "str", "log lines"
+           " of LEVEL and above: DEBUG, INFO (every page), WARNING (the default: what"
+           " needs a person: failures, refusals, a host that throttles) or ERROR",
+           metavar="LEVEL", group="run"),
+    Option("quiet", ("-q", "--quiet"), rules.switch, "bool", "no progress line, and only"
+           " errors logged (--log-level ERROR); the summary is still said", kind="switch",
+           default=False, group="run"),
+    Option("log_file", ("--log-file",), rules.path, "str | PathLike[str]", "write the log"
+           " lines to FILE (added to) instead of standard error", metavar="FILE",
+           group="run"),
 )  # fmt: skip
 
 #: Each option by its name.
@@ -316,6 +326,9 @@ class Keywords(TypedDict, total=False):
     items: str | None
     dashboard: int | None
     verbose: bool | None
+    log_level: str | None
+    quiet: bool | None
+    log_file: str | PathLike[str] | None
 
 
 def keywords_source() -> str:

@@ -65,6 +65,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "output": ("out.jsonl", Path("out.jsonl")),
     "items": ("items.jsonl", "items.jsonl"),
     "dashboard": ("8600", 8600),
+    "log_level": ("debug", "DEBUG"),
+    "log_file": ("crawl.log", Path("crawl.log")),
 }
 #: Options that need another to be given with them.
 NEEDS: dict[str, dict[str, Any]] = {

@@ -245,8 +245,19 @@ def _seed_for_workers(
                 output=output,
                 adding=spec.adding,
                 items=items,
+                progress=_following(spec),
             )
         )
+
+
+def _following(spec: CrawlSpec) -> Progress | None:
+    """``--wait``'s progress (none shown with ``-q``), the log lines through it, or to
+    ``--log-file``, at the ``spec``'s level; None without ``--wait``."""
+    if not spec.wait:
+        return None
+    progress = Progress(stream=None if spec.quiet else sys.stderr)
+    one_process.log_through(progress, spec.log_threshold, threading.Event(), spec.log_file)
+    return progress
 
 
 def _run_locally(

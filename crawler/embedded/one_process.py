@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +26,7 @@ from dramatiq.errors import QueueJoinTimeout
 
 from crawler.archiving.warc import WarcFiles
 from crawler.brokers import local
-from crawler.crawl_spec import CrawlSpec
+from crawler.crawl_spec import CrawlError, CrawlSpec
 from crawler.embedded.worker import LocalWorker
 from crawler.environment import Lifetimes, local_backoffs, local_busy
 from crawler.frontier import claims, counters
@@ -126,13 +128,14 @@ def run(
 
 def progress_for(progress: Progress | None, spec: CrawlSpec, full: NoRoom) -> tuple[Progress, bool]:
     """The run's progress, and whether the run is quiet: the caller's ``progress`` (the
-    Python API's), the logging left as the caller configured it; else the command line's,
-    log lines through it on stderr (at INFO with the ``spec``'s ``-v``), none once
+    Python API's), the logging left as the caller configured it; else the command line's
+    (none shown with ``-q``), log lines through it on stderr or to ``--log-file`` at the
+    ``spec``'s level (:attr:`~crawler.crawl_spec.CrawlSpec.log_threshold`), none once
     ``full``."""
     if progress is not None:
         return progress, True
-    progress = Progress()
-    log_through(progress, logging.INFO if spec.verbose else logging.WARNING, quiet=full.event)
+    progress = Progress(stream=None if spec.quiet else sys.stderr)
+    log_through(progress, spec.log_threshold, quiet=full.event, log_file=spec.log_file)
     return progress, False
 
 
@@ -456,9 +459,35 @@ class NoRoom:
             raise DiskFull(self.error.path)
 
 
-def log_through(progress: Progress, level: int, quiet: threading.Event) -> None:
-    """Log lines through the progress bar, none once ``quiet`` is set."""
-    handler = ProgressLogHandler(progress)
+def log_through(
+    progress: Progress, level: int, quiet: threading.Event, log_file: Path | None = None
+) -> None:
+    """Log lines of ``level`` and above through the progress bar (on stderr, or without
+    one), or to ``log_file``, none once ``quiet`` is set.  Upstream's "not HTML" line, a
+    warning on workers, is a page's line here: shown from INFO (:func:`page_line`)."""
+    handler: logging.Handler
+    if log_file is not None:
+        try:
+            handler = logging.FileHandler(log_file, encoding="utf-8")
+        except OSError as e:
+            raise CrawlError(f"--log-file {str(log_file)!r}: {e.strerror or e}") from e
+    elif progress.stream is None:  # -q: no progress line, the errors still said
+        handler = logging.StreamHandler(sys.stderr)
+    else:
+        handler = ProgressLogHandler(progress)
     handler.addFilter(lambda record: not quiet.is_set())
+    if level > logging.INFO:
+        handler.addFilter(lambda record: not page_line(record))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+#: Upstream's line for a response that is not HTML, as the actor logs it (a warning).
+NOT_HTML_LINE = re.compile(r"Skipping URL .* since it's not HTML\.", re.S)
+
+
+def page_line(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is upstream's "not HTML" warning, one a PDF or an image: a
+    line about one page, which a crawl here shows with every page's (``-v``), not as
+    what needs a person.  Read from its text: a shard's lines come formatted."""
+    return record.levelno == logging.WARNING and bool(NOT_HTML_LINE.fullmatch(record.getMessage()))

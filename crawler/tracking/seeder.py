@@ -91,11 +91,13 @@ def seed(
     output: RecordFile | None,
     adding: bool = False,
     items: ItemSink | None = None,
+    progress: Progress | None = None,
 ) -> int:
     """Count and send the seeds as ``actor`` messages; with ``wait``, follow the crawl
-    to its end.  ``pool`` is the dedup store's, where the crawl's counters live
-    (``lifetimes`` long); ``adding``: the crawl exists already (``--crawl-id``), 2 when
-    it is unknown.  The messages are sent as they are made; only their ids are kept,
+    to its end, counted in ``progress`` (None: one of its own, on stderr).  ``pool`` is
+    the dedup store's, where the crawl's counters live (``lifetimes`` long);
+    ``adding``: the crawl exists already (``--crawl-id``), 2 when it is unknown.  The
+    messages are sent as they are made; only their ids are kept,
     with ``wait``, to follow them, and each page's items written to ``items``."""
     crawl_id = options.crawl_id
     assert crawl_id is not None
@@ -127,6 +129,7 @@ def seed(
             alarm,
             items=items,
             lifetimes=lifetimes,
+            progress=progress,
         )
     finally:
         alarm.close()
@@ -298,9 +301,10 @@ def follow(
     *,
     items: ItemSink | None = None,
     lifetimes: Lifetimes | None = None,
+    progress: Progress | None = None,
 ) -> int:
-    """Show progress until nothing of the crawl is queued, in flight or waiting for a retry;
-    close ``reader`` on the way out.
+    """Show ``progress`` (None: one of its own, on stderr) until nothing of the crawl is
+    queued, in flight or waiting for a retry; close ``reader`` on the way out.
 
     "Finished" is read from the records themselves (:func:`arrivals`): each message's
     final record names the messages it sent, so the crawl is over once the seeds and
@@ -312,7 +316,7 @@ def follow(
     (closed on the way out); one that cannot be written pauses the crawl, and the items
     still coming go to a file (:func:`_pause_and_read_on`); one line, exit status 1.
     """
-    progress = Progress()
+    progress = Progress() if progress is None else progress
     broker_name = "Redis" if uses_redis() else "RabbitMQ"
     store_name = dedup_store_kind()
     ledger = Ledger()  # every message id and URL written, on disk: memory stays bounded
