@@ -111,6 +111,7 @@ class CrawlSpec:
       log_level(str): Log lines of this level and above (``-L``).
       quiet(bool): No progress line, errors only logged (``-q``).
       log_file(Path): Write the log lines there, added to (``--log-file``).
+      stats(Path): Write the crawl's statistics there at its end (``--stats``).
       recrawl_from(Path): An earlier crawl's records: ask only whether each page changed
         (``--recrawl-from``; the options' ``recrawl``).
       recrawl_warc(Path): That crawl's WARC files, for its captures (``--recrawl-warc``).
@@ -131,6 +132,7 @@ class CrawlSpec:
     log_level: str | None = None
     quiet: bool = False
     log_file: Path | None = None
+    stats: Path | None = None
     seed_file: SeedFile | None = None
     recrawl_from: Path | None = None
     recrawl_warc: Path | None = None
@@ -172,6 +174,8 @@ class CrawlSpec:
             raise CrawlError("--output works with --local or --wait")
         if self.items is not None and not (self.wait or self.local):
             raise CrawlError("--items works with --local or --wait")
+        if self.stats is not None and not (self.wait or self.local):
+            raise CrawlError("--stats works with --local or --wait")
         if self.dashboard is not None and not (self.wait or self.local):
             raise CrawlError("--dashboard works with --local or --wait")
         self._files_of_their_own()
@@ -275,6 +279,7 @@ class CrawlSpec:
             log_level=given.get("log_level"),
             quiet=given.get("quiet", False),
             log_file=given.get("log_file"),
+            stats=given.get("stats"),
             recrawl_from=given.get("recrawl_from"),
             recrawl_warc=given.get("recrawl_warc"),
         )

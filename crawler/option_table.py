@@ -242,6 +242,10 @@ TABLE: tuple[Option, ...] = (
            " (postgresql://user@host:port/db?table=NAME)", metavar="FILE|URL", group="run"),
     Option("dashboard", ("--dashboard",), rules.port, "int", "with --wait or --local: serve"
            " the crawl's live page on 127.0.0.1:PORT meanwhile", metavar="PORT", group="run"),
+    Option("stats", ("--stats",), rules.path, "str | PathLike[str]", "with --local or --wait:"
+           " the crawl's statistics at its end, one JSON document (pages by outcome and status,"
+           " bytes, retries, items, the busiest hosts, fetch-time percentiles; - for standard"
+           " output)", metavar="FILE", group="run"),
     Option("verbose", ("-v", "--verbose"), rules.switch, "bool", "log every page (--log-level"
            " INFO)", kind="switch", default=False, group="run"),
     Option("log_level", ("-L", "--log-level"), rules.log_level, "str", "log lines"
@@ -325,6 +329,7 @@ class Keywords(TypedDict, total=False):
     local: bool | None
     items: str | None
     dashboard: int | None
+    stats: str | PathLike[str] | None
     verbose: bool | None
     log_level: str | None
     quiet: bool | None

@@ -67,6 +67,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "dashboard": ("8600", 8600),
     "log_level": ("debug", "DEBUG"),
     "log_file": ("crawl.log", Path("crawl.log")),
+    "stats": ("stats.json", Path("stats.json")),
 }
 #: Options that need another to be given with them.
 NEEDS: dict[str, dict[str, Any]] = {
@@ -81,6 +82,7 @@ NEEDS: dict[str, dict[str, Any]] = {
     "output": {"local": True},
     "items": {"local": True},
     "dashboard": {"local": True},
+    "stats": {"local": True},
 }
 #: Switches that differ from ``crawler crawl``'s defaults when given (``on`` ones: off).
 SWITCH_GIVEN = {

@@ -76,13 +76,19 @@ ACTIONS = {
 
 
 def about_crawl(
-    action: str, crawl_id: str, crawl: dramatiq.Actor[Any, Any], parts: WorkerParts
+    action: str,
+    crawl_id: str,
+    crawl: dramatiq.Actor[Any, Any],
+    parts: WorkerParts,
+    *,
+    as_json: bool = False,
 ) -> int:
     """Do one of ``ACTIONS`` to the crawl ``crawl_id`` (``all``: every crawl's dead
-    letters); a service that does not answer is one line and exit 1."""
+    letters; ``status`` ``as_json``: its statistics document); a service that does not
+    answer is one line and exit 1."""
     stores, lifetimes = parts.stores, parts.lifetimes
     if action == "status":
-        return entry.reach_services(lambda: seeder.status(stores, crawl_id))
+        return entry.reach_services(lambda: seeder.status(stores, crawl_id, as_json=as_json))
     if action == "cancel":
         return entry.reach_services(lambda: seeder.cancel(stores, crawl_id, lifetimes))
     if action in ("pause", "resume"):

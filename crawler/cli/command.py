@@ -5,7 +5,7 @@
     crawler crawl URL... [--local | --wait] [-o FILE] [options]    seed a crawl, or run it here
     crawler worker [-p N] [-t N] [--handler MODULE:FUNCTION]...
                    [--pipeline MODULE:FUNCTION]... [--render]     Dramatiq workers for it
-    crawler status | cancel | pause | resume | dead-letters | replay CRAWL_ID
+    crawler status [--json] | cancel | pause | resume | dead-letters | replay CRAWL_ID
     crawler dashboard [--port PORT] [--host ADDRESS]              a live page of every crawl
     crawler --version
 
@@ -68,6 +68,12 @@ def parser() -> Parser:
         description = text[0].upper() + text[1:] + "."
         one = command.subcommand(name, help=text, description=description)
         one.add_argument("crawl_id", metavar="CRAWL_ID")
+        if name == "status":
+            one.add_argument(
+                "--json",
+                action="store_true",
+                help="the crawl's statistics as one JSON document (as --stats writes them)",
+            )
     return command
 
 
@@ -138,7 +144,8 @@ def main(args: list[str] | None = None) -> int:
         return dashboard.serve(Reader(parts.stores, crawl), arguments.host, arguments.port)
     if arguments.command == "crawl":
         return cli.seed(arguments.usage, arguments, crawl, parts)
-    return cli.about_crawl(arguments.command, arguments.crawl_id, crawl, parts)
+    as_json = getattr(arguments, "json", False)
+    return cli.about_crawl(arguments.command, arguments.crawl_id, crawl, parts, as_json=as_json)
 
 
 def worker(arguments: argparse.Namespace) -> int:

@@ -231,10 +231,11 @@ def _seed_for_workers(
             output.close()
         raise
     said = _said(spec)
+    following = _following(spec)
     with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
         if spec.dashboard is not None:
             dashboard.callback(show_dashboard(stores, crawl, spec.dashboard, crawl_options).close)
-        return reach_services(
+        status = reach_services(
             lambda: seeder.seed(
                 crawl,
                 stores,
@@ -245,9 +246,10 @@ def _seed_for_workers(
                 output=output,
                 adding=spec.adding,
                 items=items,
-                progress=_following(spec),
+                progress=following,
             )
         )
+    return status if following is None else one_process.write_stats(spec, following, status)
 
 
 def _following(spec: CrawlSpec) -> Progress | None:

@@ -37,7 +37,7 @@ from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
 from crawler.records import Record, RecordFile, page_name
 from crawler.stores import StorePool
 from crawler.stores.saved import CRASH_LOG_NAME, DiskFull, SavedState, no_room
-from crawler.tracking import figures, seeder
+from crawler.tracking import figures, seeder, statistics
 from crawler.tracking.bookkeeping import keep_books
 from crawler.tracking.progress import Progress, ProgressLogHandler
 
@@ -123,7 +123,8 @@ def run(
         worker.stop(timeout=STOP_TIMEOUT_MS if quick else 600_000)
         close_files(full, output, saved, warc_files, items)
     full.raise_what_stopped(progress)
-    return say_the_end(progress, saved, interrupted=interrupted, quiet=quiet)
+    status = say_the_end(progress, saved, interrupted=interrupted, quiet=quiet)
+    return write_stats(spec, progress, status)
 
 
 def progress_for(progress: Progress | None, spec: CrawlSpec, full: NoRoom) -> tuple[Progress, bool]:
@@ -294,6 +295,19 @@ def say_the_end(
             flush=True,
         )
     return exit_status(progress, interrupted=interrupted)
+
+
+def write_stats(spec: CrawlSpec, progress: Progress, status: int) -> int:
+    """``--stats FILE``: the crawl's statistics written there (:mod:`crawler.tracking.statistics`);
+    the exit status, 1 for a file that could not be written (said in one line)."""
+    if spec.stats is None:
+        return status
+    try:
+        statistics.write(spec.stats, progress.statistics(spec.options.crawl_id))
+    except OSError as e:
+        print(f"cannot write --stats {str(spec.stats)!r}: {e.strerror or e}", file=sys.stderr)
+        return status or 1
+    return status
 
 
 def exit_status(progress: Progress, *, interrupted: bool) -> int:

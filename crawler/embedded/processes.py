@@ -126,7 +126,8 @@ def run(
     if lost is not None:
         progress.clear()
         raise ProcessLost(lost)
-    return one_process.say_the_end(progress, None, interrupted=interrupted, quiet=quiet)
+    status = one_process.say_the_end(progress, None, interrupted=interrupted, quiet=quiet)
+    return one_process.write_stats(spec, progress, status)
 
 
 def _prepare_to_fork(

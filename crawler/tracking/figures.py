@@ -46,7 +46,7 @@ def hosts_key(crawl_id: str) -> str:
     return counters.crawl_key(crawl_id, "hosts")
 
 
-def _bucket(elapsed_ms: float) -> int:
+def bucket(elapsed_ms: float) -> int:
     return next(
         (i for i, bound in enumerate(TIME_BOUNDS_MS) if elapsed_ms <= bound), len(TIME_BOUNDS_MS)
     )
@@ -61,7 +61,7 @@ def increments(crawl_id: str, record: Record, outcome: str) -> dict[str, int]:
             added[_key(crawl_id, host, BYTES)] = int(record["bytes"])
         took = record.get("fetch_ms")
         if took is not None:
-            added[_key(crawl_id, host, f"t{_bucket(float(took))}")] = 1
+            added[_key(crawl_id, host, f"t{bucket(float(took))}")] = 1
         return added
     if outcome in (RETRYING, FAILED):
         return {_key(crawl_id, host, ERRORS): 1}
@@ -92,10 +92,12 @@ def note_new_host(
             return
 
 
-def read(client: StoreClient, crawl_id: str, limit: int = 2000) -> list[dict[str, Any]]:
+def read(
+    client: StoreClient, crawl_id: str, limit: int = 2000, *, with_times: bool = False
+) -> list[dict[str, Any]]:
     """Each listed host's figures (the first ``limit`` hosts): pages, errors, bytes,
     and the median and 95th percentile page time in ms (a bucket's bound; None above
-    the last, or with no page)."""
+    the last, or with no page); ``with_times``, the histogram too (``times``)."""
     listed = client.get(hosts_key(crawl_id)) or b""
     hosts = list(dict.fromkeys(line for line in listed.decode().split("\n") if line))[:limit]
     names = [PAGES, ERRORS, BYTES, *(f"t{i}" for i in range(len(TIME_BOUNDS_MS) + 1))]
@@ -110,14 +112,15 @@ def read(client: StoreClient, crawl_id: str, limit: int = 2000) -> list[dict[str
                 "pages": value[PAGES],
                 "errors": value[ERRORS],
                 "bytes": value[BYTES],
-                "median_ms": _percentile(histogram, 0.5),
-                "p95_ms": _percentile(histogram, 0.95),
+                "median_ms": percentile(histogram, 0.5),
+                "p95_ms": percentile(histogram, 0.95),
+                **({"times": histogram} if with_times else {}),
             }
         )
     return figures
 
 
-def _percentile(histogram: list[int], share: float) -> int | None:
+def percentile(histogram: list[int], share: float) -> int | None:
     """The bound of the bucket holding the ``share`` quantile of the pages' times."""
     total = sum(histogram)
     if not total:

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from crawler.outcomes import (
     ANSWERED,
@@ -21,6 +21,8 @@ from crawler.outcomes import (
     summary,
 )
 from crawler.records import Record
+from crawler.tracking import statistics
+from crawler.tracking.statistics import Tally
 
 #: Seconds between plain progress lines when the output is not a terminal.
 LINE_INTERVAL = 5.0
@@ -38,6 +40,8 @@ class Progress:
         self.counts: Counter[str] = Counter()
         self.discovered = 0
         self.failures: list[Record] = []
+        #: By status, bytes, times and host: the statistics (``--stats``).
+        self.tally = Tally()
         #: The URLs answered with a 4xx (outcome ``answered``), by HTTP status.
         self.answers: Counter[int] = Counter()
         #: Services the progress waits for, down or restarting: "RabbitMQ", "Memcached".
@@ -76,10 +80,21 @@ class Progress:
             self.counts[record.get("outcome", CRAWLED)] += 1
             self.items += len(record.get("items") or ())
             self.dropped += record.get("dropped_items") or 0
+            self.tally.add(record)
             if record.get("outcome") == FAILED:
                 self.failures.append(record)
             elif record.get("outcome") == ANSWERED:
                 self.answers[int(record.get("status") or 0)] += 1
+
+    def statistics(self, crawl_id: str | None) -> dict[str, Any]:
+        """The crawl's statistics document (:mod:`crawler.tracking.statistics`): its
+        counts so far, and what this run's records add up to."""
+        with self._lock:
+            return statistics.of_tally(
+                crawl_id, self.counts, self.tally, discovered=self.discovered,
+                items=self.items, dropped=self.dropped,
+                elapsed_s=time.monotonic() - self.started,
+            )  # fmt: skip
 
     @property
     def done(self) -> int:

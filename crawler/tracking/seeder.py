@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ from crawler.outcomes import (
 from crawler.records import Record, RecordFile, page_name, url_of
 from crawler.stores import STORE_ERRORS, StorePool
 from crawler.tracking import dead_letters as dead_letter_queue
-from crawler.tracking import figures, record_queue
+from crawler.tracking import figures, record_queue, statistics
 from crawler.tracking.ledger import Ledger
 from crawler.tracking.progress import Progress
 
@@ -568,11 +569,17 @@ def _say_the_end(
     return 1 if progress.failures else 0
 
 
-def status(pool: StorePool, crawl_id: str) -> int:
-    """Print a crawl's figures; 2 when the crawl is unknown."""
+def status(pool: StorePool, crawl_id: str, *, as_json: bool = False) -> int:
+    """Print a crawl's figures (``as_json``: its statistics document,
+    :func:`crawler.tracking.statistics.read`); 2 when the crawl is unknown."""
     figures = _figures(pool, crawl_id, required=False)
     if figures is None:
         return _unknown(crawl_id)
+    if as_json:
+        with pool.reserve() as client:
+            document = statistics.read(client, crawl_id)
+        print(json.dumps(document, indent=2, ensure_ascii=False), flush=True)
+        return 0
     with pool.reserve() as client:
         items = item_counts.read(client, crawl_id)
         dropped = item_counts.read_dropped(client, crawl_id)
