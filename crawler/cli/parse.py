@@ -59,8 +59,10 @@ def add_parse(command: Parser) -> None:
     )
 
 
-def parse(arguments: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Run ``crawler parse`` as ``arguments`` say, printing to ``out``: its exit status."""
+def parse(arguments: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run ``crawler parse`` as ``arguments`` say, printing to ``out`` (standard output
+    when None): its exit status."""
+    out = sys.stdout if out is None else out
     usage: argparse.ArgumentParser = arguments.usage
     try:
         url = checked_url(arguments.url)
