@@ -62,6 +62,7 @@ def summary(
     every_part: bool = False,
     answers: Mapping[int, int] | None = None,
     items: int = 0,
+    cached: int = 0,
 ) -> str:
     """``120 pages fetched (94.4 pages/s), 0 skipped as not HTML, ..., 0 failed``.
 
@@ -72,10 +73,14 @@ def summary(
       answers(Mapping): The ``answered`` ones by HTTP status, when known: ``2 answered
         404, 1 answered 410`` rather than ``3 answered 4xx``.
       items(int): Items the handler yielded (``12 items``), said when there are any.
+      cached(int): Pages whose response came from ``--cache`` (``12 from the cache``),
+        said when there are any.
     """
     pages = f"{plural(fetched(counts), 'page')} fetched"
     if rate is not None:
         pages += f" ({rate:.1f} pages/s)"
+    if cached:
+        pages += f", {cached} from the cache"
     parts = [pages, *([plural(items, "item")] if items else [])]
     parts += [
         f"{counts.get(NOT_HTML, 0)} skipped as not HTML",

@@ -34,16 +34,20 @@ def small_site(site: SiteServer) -> None:
 
 
 def by_url(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {
-        r["url"]: {k: v for k, v in r.items() if k not in VARYING} for r in records
-    }
+    return {r["url"]: {k: v for k, v in r.items() if k not in VARYING} for r in records}
 
 
 def local_crawl(site: SiteServer, output: Path, *args: str) -> list[dict[str, Any]]:
+    records, _ = local_crawl_said(site, output, *args)
+    return records
+
+
+def local_crawl_said(site: SiteServer, output: Path, *args: str) -> tuple[list[Any], str]:
+    """A ``--local`` crawl of the site: its records, and what it printed."""
     result = seed(environment(MEMCACHED_SERVERS="127.0.0.1:9"), "--local", site.url("/"),
                   "-o", str(output), *args)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    return read_records(output)
+    return read_records(output), result.stdout + result.stderr
 
 
 def test_a_second_local_crawl_with_the_same_cache_asks_the_server_nothing(
@@ -52,11 +56,14 @@ def test_a_second_local_crawl_with_the_same_cache_asks_the_server_nothing(
     small_site(site)
     cache = str(tmp_path / "cache")
     first = local_crawl(site, tmp_path / "first.jsonl", "--cache", cache)
-    assert site.fetch_counts() == {p: 1 for p in ("/", "/a.html", "/moved", "/b.html", "/gone", "/image.png")}
+    assert site.fetch_counts() == {
+        p: 1 for p in ("/", "/a.html", "/moved", "/b.html", "/gone", "/image.png")
+    }
     assert not any(r.get("cached") for r in first)
     site.requests.clear()
-    second = local_crawl(site, tmp_path / "second.jsonl", "--cache", cache)
+    second, said = local_crawl_said(site, tmp_path / "second.jsonl", "--cache", cache)
     assert site.requests == []
+    assert "4 pages fetched" in said and ", 4 from the cache," in said
     assert by_url(second) == by_url(first)
     assert {r["url"] for r in second if r.get("cached")} == {
         site.url(p) for p in ("/", "/a.html", "/moved", "/image.png")

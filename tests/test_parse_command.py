@@ -24,7 +24,9 @@ def shop(site: SiteServer) -> None:
         b'<a class=product href="p/2">Cake</a><a href="http://other.example/">away</a>'
     )
     site.pages["/shop/p/1"] = Page(b"<h1>Tea</h1>")
-    site.pages["/api"] = Page(b'{"products": [{"n": 1}, {"n": 2}]}', content_type="application/json")
+    site.pages["/api"] = Page(
+        b'{"products": [{"n": 1}, {"n": 2}]}', content_type="application/json"
+    )
 
 
 def parse(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -148,7 +150,9 @@ def test_the_crawler_command_parses_a_page_with_no_service_to_reach(
     """As a user runs it: the services' addresses lead nowhere, and it does not matter."""
     shop(site)
     env = environment(
-        MEMCACHED_SERVERS="127.0.0.1:9", RABBITMQ_URL="amqp://127.0.0.1:9", PYTHONPATH=str(PROJECT_ROOT)
+        MEMCACHED_SERVERS="127.0.0.1:9",
+        RABBITMQ_URL="amqp://127.0.0.1:9",
+        PYTHONPATH=str(PROJECT_ROOT),
     )
     run = subprocess.run(
         [str(BIN / "crawler"), "parse", site.url("/shop/p/1"), "--handler", ROUTER,

@@ -44,6 +44,8 @@ class Progress:
         self.waiting_for: set[str] = set()
         #: Items the crawl's handler yielded, in the records counted (``--items``).
         self.items = 0
+        #: Pages whose response came from ``--cache``'s directory, in the records counted.
+        self.cached = 0
         #: Items Memcached evicted since the crawl began, when it says so.
         self.evicted = 0
         #: True while the crawl is paused (``crawler pause``).
@@ -72,6 +74,7 @@ class Progress:
         with self._lock:
             self.counts[record.get("outcome", CRAWLED)] += 1
             self.items += len(record.get("items") or ())
+            self.cached += bool(record.get("cached"))
             if record.get("outcome") == FAILED:
                 self.failures.append(record)
             elif record.get("outcome") == ANSWERED:
@@ -130,7 +133,9 @@ class Progress:
             elapsed = time.monotonic() - self.started
             rate = (fetched(self.counts) - self._fetched_before) / max(elapsed, 1e-9)
             verb = "Interrupted" if interrupted else "Finished"
-            said = summary(self.counts, rate=rate, answers=self.answers, items=self.items)
+            said = summary(
+                self.counts, rate=rate, answers=self.answers, items=self.items, cached=self.cached
+            )
             lines = [f"{verb} after {elapsed:.1f}s: {said}."]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
             if self.evicted:
