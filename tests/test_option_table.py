@@ -48,6 +48,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "handler": ("tests.page_handlers:title", "tests.page_handlers:title"),
     "handler_timeout": ("2.5", 2.5),
     "warc": ("archive", "archive"),
+    "cache": ("cache", "cache"),
     "header": ("X-A: 1", ["X-A: 1"]),
     "cookies": ("off", False),
     "proxy": ("http://127.0.0.1:3128", "http://127.0.0.1:3128"),

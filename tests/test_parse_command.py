@@ -161,4 +161,4 @@ def test_the_crawler_command_parses_a_page_with_no_service_to_reach(
     )  # fmt: skip
     assert (run.returncode, run.stderr) == (0, "")
     assert run.stdout.startswith(f"# Page\n200 {site.url('/shop/p/1')}\n")
-    assert '# Data\n{"data": null, "name": "Tea"}\n' in run.stdout
+    assert '# Data\n{"name": "Tea", "data": null}\n' in run.stdout

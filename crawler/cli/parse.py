@@ -192,7 +192,7 @@ def _request_line(request: Request) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _write_json(out: TextIO, value: dict[str, Any]) -> None:
