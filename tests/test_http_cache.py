@@ -14,7 +14,7 @@ import pytest
 
 from crawler.environment import limits_from_environment
 from crawler.errors import Answered, InvalidMessage, TransientError
-from crawler.fetching import fetch, new_session, read_body
+from crawler.fetching import Asking, fetch, new_session, read_body
 from crawler.fetching.http_cache import HttpCache, cache_directory
 from tests.site_server import Page, SiteServer, html
 from tests.support import FAST_FAILURES, read_records, waited_crawl
@@ -127,12 +127,14 @@ def test_a_message_names_a_cache_only_under_its_worker_s_cache_dir(tmp_path: Pat
             cache_directory(root, name)
 
 
+@pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])
 def test_workers_fill_the_cache_a_local_crawl_then_reads(
-    site: SiteServer, tmp_path: Path, rabbitmq_env: dict[str, str]
+    site: SiteServer, tmp_path: Path, broker_env: str, request: pytest.FixtureRequest
 ) -> None:
     small_site(site)
     root = tmp_path / "caches"
-    env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_CACHE_DIR=str(root))
+    broker = request.getfixturevalue(broker_env)
+    env = environment(**broker, **FAST_FAILURES, CRAWLER_CACHE_DIR=str(root))
     output = tmp_path / "workers.jsonl"
     waiting, stdout, stderr, _ = waited_crawl(
         env, site.url("/"), "--cache", "shop", "-o", str(output), processes=1, threads=2
@@ -143,3 +145,17 @@ def test_workers_fill_the_cache_a_local_crawl_then_reads(
     local = local_crawl(site, tmp_path / "local.jsonl", "--cache", str(root / "shop"))
     assert site.requests == []
     assert by_url(local) == by_url(read_records(output))
+
+
+def test_a_request_s_method_and_body_name_its_entry(site: SiteServer, tmp_path: Path) -> None:
+    site.pages["/api"] = Page(b'{"ok": 1}', content_type="application/json")
+    cache, limits = HttpCache(tmp_path), limits_from_environment()
+    for body in (b'{"q": "tea"}', b'{"q": "cake"}', b'{"q": "tea"}', None):
+        asking = Asking("GET") if body is None else Asking("POST", (), body)
+        with new_session() as session:
+            fetch(session, site.url("/api"), limits, "t", via_public=False, cache=cache,
+                  asking=asking).close()  # fmt: skip
+    assert site.asked() == {
+        ("POST", "/api", b'{"q": "tea"}'): 1, ("POST", "/api", b'{"q": "cake"}'): 1,
+        ("GET", "/api", b""): 1,
+    }  # fmt: skip
