@@ -159,3 +159,15 @@ def test_a_request_s_method_and_body_name_its_entry(site: SiteServer, tmp_path: 
         ("POST", "/api", b'{"q": "tea"}'): 1, ("POST", "/api", b'{"q": "cake"}'): 1,
         ("GET", "/api", b""): 1,
     }  # fmt: skip
+
+
+def test_a_cached_crawl_keeps_its_pages_in_warc_files_too(site: SiteServer, tmp_path: Path) -> None:
+    small_site(site)
+    cache = str(tmp_path / "cache")
+    for name in ("first", "second"):
+        records = local_crawl(
+            site, tmp_path / f"{name}.jsonl", "--cache", cache, "--warc", str(tmp_path / name)
+        )
+        assert all(r.get("warc_file") for r in records if r["outcome"] == "crawled")
+    assert site.fetch_counts()["/"] == 1
+    assert list((tmp_path / "second").glob("*.warc.gz"))

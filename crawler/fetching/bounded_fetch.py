@@ -264,7 +264,8 @@ def _answer(
     the fetch's bounds, and is given on as the cache will give it again."""
     if cache is not None:
         entry = cache.load(asking.method, url, asking.body, public_only=public_so_far)
-        if entry is not None:
+        if entry is not None:  # with the request it answers, as --warc keeps it
+            entry.response.request = _prepare_hop(session, url, user_agent, asking)[0]
             return entry.response, public_so_far or entry.public, True
     response, public = _get(
         session, url, user_agent, deadline, limits, public_so_far, conditions, asking
@@ -279,7 +280,7 @@ def _answer(
     finally:
         response.close()
     entry = cache.save(asking.method, url, asking.body, response, content, public=public)
-    entry.response.elapsed = response.elapsed
+    entry.response.elapsed, entry.response.request = response.elapsed, response.request
     return entry.response, public, False
 
 
