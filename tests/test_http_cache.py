@@ -171,3 +171,22 @@ def test_a_cached_crawl_keeps_its_pages_in_warc_files_too(site: SiteServer, tmp_
         assert all(r.get("warc_file") for r in records if r["outcome"] == "crawled")
     assert site.fetch_counts()["/"] == 1
     assert list((tmp_path / "second").glob("*.warc.gz"))
+
+
+def test_workers_refuse_a_cache_outside_their_cache_dir_or_without_one(
+    site: SiteServer, tmp_path: Path, rabbitmq_env: dict[str, str]
+) -> None:
+    site.pages["/alone.html"] = html()
+    root, elsewhere = tmp_path / "caches", tmp_path / "elsewhere"
+    env = environment(**rabbitmq_env, **FAST_FAILURES, CRAWLER_CACHE_DIR=str(root))
+    without_root = {key: value for key, value in env.items() if key != "CRAWLER_CACHE_DIR"}
+    for worker_env, cache, words in (
+        (env, str(elsewhere), "is outside this worker's CRAWLER_CACHE_DIR"),
+        (without_root, "mine", "only under its CRAWLER_CACHE_DIR, which is not set"),
+    ):
+        waiting, stdout, _, workers = waited_crawl(
+            worker_env, site.url("/alone.html"), "--cache", cache, threads=2
+        )
+        assert waiting.returncode == 1  # given up at once, said to the seeder: never lost
+        assert words in stdout and workers.count(words) == 1
+    assert site.requests == [] and not elsewhere.exists() and not root.exists()
