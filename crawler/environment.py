@@ -319,6 +319,15 @@ def warc_directory() -> Path | None:
     return Path(value) if value else None
 
 
+def cache_directory() -> Path | None:
+    """``CRAWLER_CACHE_DIR``: the directory under which this worker keeps the responses
+    of ``--cache`` crawls, each in the directory the crawl names (relative to it, or an
+    absolute path inside it); unset, it keeps none (a ``--cache`` crawl's messages are
+    refused)."""
+    value = os.getenv("CRAWLER_CACHE_DIR")
+    return Path(value) if value else None
+
+
 def warc_max_bytes() -> int:
     """``CRAWLER_WARC_MAX_BYTES``: the size past which a WARC file is closed and the next
     one begun (1 GB, as Heritrix and wget's ``--warc-max-size`` often use)."""

@@ -57,7 +57,9 @@ keep_books(
 dramatiq.set_broker(broker)  # before CRAWLER_HANDLERS load: their actors go on it
 page_handlers = Handlers(environment.handler_names(), environment.handler_timeout())
 renderer = Renderer(*environment.render_settings())  # --render: no browser till a page asks
-parts = worker_parts.build(stores, limits, lifetimes, page_handlers, renderer)  # and its pipeline
+parts = worker_parts.build(
+    stores, limits, lifetimes, page_handlers, renderer, environment.cache_directory()
+)  # and its pipeline
 
 
 def get_session(crawl_options: CrawlOptions) -> requests.Session:
@@ -111,7 +113,7 @@ def crawl(
     logger.info("Crawling %r...", url)
     with visit.turn, fetch(
         session, url, visit.bounds, visit.crawl_options.user_agent, via_public=via_public,
-        keeper=visit.keeper, conditions=visit.conditions, asking=visit.asking,
+        keeper=visit.keeper, conditions=visit.conditions, asking=visit.asking, cache=visit.cache,
     ) as fetched:  # fmt: skip
         here.pipeline.after_response(visit, fetched)  # its body read, or its earlier links (a 304)
         if visit.not_html:

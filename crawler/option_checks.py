@@ -83,12 +83,13 @@ def crawl_options(
     """The options the crawl's messages carry, checked as workers check a message's.
 
     ``crawler crawl``'s switches not given are on, unless ``upstream``; ``same_site``
-    is off with ``same_domain`` or ``allow_domain``.  With ``local`` ``warc`` names a
-    directory here, else one under the workers' ``CRAWLER_WARC_DIR``.  ``render_wait``
+    is off with ``same_domain`` or ``allow_domain``.  With ``local`` ``warc`` (and
+    ``cache``) names a directory here, else one under the workers' ``CRAWLER_WARC_DIR``
+    (``CRAWLER_CACHE_DIR``).  ``render_wait``
     (seconds: ``idle`` is the default) and ``render_media`` need ``render``; ``follow``
     ``handlers`` needs ``handler``."""
     on, domains, sites = scope(seeds, given)
-    warc = _warc(given)
+    warc, cache = _directory(given, "warc"), _directory(given, "cache")
     for name in NEED_RENDER:
         if given.get(name) and not given.get("render", False):
             raise CrawlError(f"{_flag(name)} works with --render only")
@@ -114,6 +115,7 @@ def crawl_options(
         allowed_domains=tuple(domains),
         allowed_sites=tuple(sites),
         warc=warc,
+        cache=cache,
         recrawl="recrawl_from" in given,
         crawl_id=given.get("crawl_id") or uuid.uuid4().hex,
         collect_records=collect_records,
@@ -132,13 +134,13 @@ def _as_message(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _warc(given: Mapping[str, Any]) -> str | None:
-    """``--warc``: with ``local`` a directory of this machine, else a name under the
-    workers' ``CRAWLER_WARC_DIR``."""
-    warc = given.get("warc")
-    if warc is None:
+def _directory(given: Mapping[str, Any], name: str) -> str | None:
+    """``--warc`` or ``--cache`` (``name``): with ``local`` a directory of this machine,
+    else a name under the workers' ``CRAWLER_WARC_DIR`` (``CRAWLER_CACHE_DIR``)."""
+    directory = given.get(name)
+    if directory is None:
         return None
     try:
-        return warc_directory(warc) if given.get("local") else warc_name(warc)
+        return warc_directory(directory) if given.get("local") else warc_name(directory)
     except BadValue as e:
         raise CrawlError(str(e)) from e

@@ -176,6 +176,11 @@ TABLE: tuple[Option, ...] = (
     Option("warc", ("--warc",), rules.directory, "str | PathLike[str]", "keep every response"
            " in WARC files in DIR (with workers: DIR under their CRAWLER_WARC_DIR)",
            field="warc", rule=rules.DIRECTORY, as_is=False, metavar="DIR"),
+    Option("cache", ("--cache",), rules.directory, "str | PathLike[str]", "keep every response"
+           " in DIR and take it from there, with no request, when this or a later crawl asks"
+           " again (robots.txt is always fetched; with workers: DIR under their"
+           " CRAWLER_CACHE_DIR)", field="cache", rule=rules.DIRECTORY, as_is=False,
+           metavar="DIR"),
     # the crawl's own HTTP settings: kept to its requests, never another crawl's
     Option("header", ("--header",), rules.header, "str | Sequence[str]",
            "send this header with every request of the crawl (repeatable)", kind="list",
@@ -312,6 +317,7 @@ class Keywords(TypedDict, total=False):
     pipeline: str | Sequence[str] | None
     handler_timeout: float | None
     warc: str | PathLike[str] | None
+    cache: str | PathLike[str] | None
     header: str | Sequence[str] | None
     cookies: bool | Literal["on", "off"] | None
     proxy: str | None

@@ -44,7 +44,7 @@ class CrawlOptions:
     the seeds' hosts with ``--same-domain``), ``allowed_sites`` (the seeds' sites, with
     ``--same-site``), ``headers`` (``--header``), ``recrawl`` (``--recrawl-from`` given:
     the seeder kept the earlier crawl's records in the dedup store), ``warc`` (a worker's
-    ``CRAWLER_WARC_DIR`` takes its place).
+    ``CRAWLER_WARC_DIR`` takes its place), ``cache`` (likewise, its ``CRAWLER_CACHE_DIR``).
     """
 
     crawl_id: str | None = None
@@ -65,6 +65,7 @@ class CrawlOptions:
     sitemaps: bool = False
     breadth_first: bool = False
     warc: str | None = None
+    cache: str | None = None
     collect_records: bool = False
     batched_records: bool = False
     records_without_links: bool = False

@@ -63,6 +63,7 @@ def summary(
     answers: Mapping[int, int] | None = None,
     items: int = 0,
     dropped: int = 0,
+    cached: int = 0,
 ) -> str:
     """``120 pages fetched (94.4 pages/s), 0 skipped as not HTML, ..., 0 failed``.
 
@@ -75,10 +76,14 @@ def summary(
       items(int): Items the handler yielded (``12 items``), said when there are any.
       dropped(int): Items the item pipelines dropped (``3 items dropped``), said when
         there are any.
+      cached(int): Pages whose response came from ``--cache`` (``12 from the cache``),
+        said when there are any.
     """
     pages = f"{plural(fetched(counts), 'page')} fetched"
     if rate is not None:
         pages += f" ({rate:.1f} pages/s)"
+    if cached:
+        pages += f", {cached} from the cache"
     parts = [pages, *([plural(items, "item")] if items else [])]
     parts += [f"{plural(dropped, 'item')} dropped"] if dropped else []
     parts += [

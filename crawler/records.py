@@ -75,6 +75,8 @@ class PageRecord(_EveryRecord, total=False):
     warc_offset: int | None
     #: The ``sha1:`` digest of the body, as in ``WARC-Payload-Digest``.
     payload_digest: str | None
+    #: True: the response came from ``--cache``'s directory, not from the server.
+    cached: bool
     #: What the page handler returned: a JSON object, or null (``--handler``).
     data: dict[str, Any] | None
     #: The JSON objects the handler yielded, in order (``Handled(items=[...])``).
@@ -152,8 +154,8 @@ def page_name(record: Record) -> str:
 PAGE_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",
     "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "warc_file",
-    "warc_offset", "payload_digest", "data", "items", "handler_error", "refused_requests",
-    "method", "request_key", "dropped_items", "item_errors",
+    "warc_offset", "payload_digest", "cached", "data", "items", "handler_error",
+    "refused_requests", "method", "request_key", "dropped_items", "item_errors",
 )  # fmt: skip
 
 
@@ -240,7 +242,7 @@ RECORD_FIELDS = (
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
     "warc_offset", "payload_digest", "data", "handler_error", "bytes",
     "fetch_ms", "items", "refused_requests", "method", "request_key", "dropped_items",
-    "item_errors",
+    "item_errors", "cached",
 )  # fmt: skip
 
 

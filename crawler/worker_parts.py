@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from crawler.environment import Lifetimes, Limits
 from crawler.handlers import Handlers
@@ -50,10 +51,18 @@ PartsOf = Callable[[Stores], WorkerParts]
 
 
 def build(
-    stores: Stores, limits: Limits, lifetimes: Lifetimes, handlers: Handlers, renderer: Renderer
+    stores: Stores,
+    limits: Limits,
+    lifetimes: Lifetimes,
+    handlers: Handlers,
+    renderer: Renderer,
+    cache_root: Path | None = None,
 ) -> WorkerParts:
-    """The parts a crawl's pages are crawled with: these, and the pipeline made of them."""
+    """The parts a crawl's pages are crawled with: these, and the pipeline made of them;
+    ``cache_root`` is the one directory under which ``--cache`` crawls may keep their
+    responses (a worker's ``CRAWLER_CACHE_DIR``, a ``--local`` crawl's ``--cache``)."""
     stages = default_stages(
-        stores=stores, limits=limits, lifetimes=lifetimes, handlers=handlers, renderer=renderer
-    )
+        stores=stores, limits=limits, lifetimes=lifetimes, handlers=handlers, renderer=renderer,
+        cache_root=cache_root,
+    )  # fmt: skip
     return WorkerParts(stores, limits, lifetimes, handlers, renderer, Pipeline(stages))

@@ -234,3 +234,19 @@ def test_the_api_runs_a_router_s_pipelines_and_those_it_names(site: SiteServer) 
     records = list(crawl)
     assert [r["items"] for r in records] == [[{"n": 2, "url": site.url("/")}]]
     assert records[0]["dropped_items"] == 1
+
+
+def test_crawler_parse_shows_the_items_after_the_pipelines(site: SiteServer) -> None:
+    site.pages["/"] = SitePage(b"<p>one page</p>")
+    done = crawler(
+        environment(), "parse", site.url("/"), "--handler", ROUTER, "--pipeline", NAMED[0],
+        "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parsed = json.loads(done.stdout)
+    assert parsed["items"] == [
+        {"n": n, "title": f"item {n}", "url": site.url("/")} for n in (0, 2, 4)
+    ]
+    assert parsed["items_dropped"] == 3 and parsed["item_errors"] == []
+    bad = crawler(environment(), "parse", site.url("/"), "--handler", ROUTER, "--pipeline", "x:y")
+    assert bad.returncode == 2 and "--pipeline x:y: cannot import 'x'" in bad.stderr

@@ -49,6 +49,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "handler_timeout": ("2.5", 2.5),
     "pipeline": ("tests.page_handlers:title", ["tests.page_handlers:title"]),
     "warc": ("archive", "archive"),
+    "cache": ("cache", "cache"),
     "header": ("X-A: 1", ["X-A: 1"]),
     "cookies": ("off", False),
     "proxy": ("http://127.0.0.1:3128", "http://127.0.0.1:3128"),

@@ -89,8 +89,8 @@ def test_the_default_stages_run_in_their_documented_order() -> None:
     names = [type(stage).__name__ for stage in example.parts.pipeline.stages]
 
     assert names == [
-        "RecordStage", "BudgetStage", "PolitenessStage", "CookieStage", "RecrawlStage",
-        "RenderStage", "HandlerStage", "WarcStage", "ScopeStage",
+        "RecordStage", "CacheStage", "BudgetStage", "PolitenessStage", "CookieStage",
+        "RecrawlStage", "RenderStage", "HandlerStage", "WarcStage", "ScopeStage",
     ]  # fmt: skip
 
 

@@ -5,6 +5,9 @@
     crawler crawl URL... [--local | --wait] [-o FILE] [options]    seed a crawl, or run it here
     crawler worker [-p N] [-t N] [--handler MODULE:FUNCTION]...
                    [--pipeline MODULE:FUNCTION]... [--render]     Dramatiq workers for it
+    crawler parse URL --handler MODULE:ROUTER [--label L] [--data JSON]
+                  [--pipeline MODULE:FUNCTION]... [--cache DIR] [--json]
+                                                                  one page through a handler
     crawler status [--json] | cancel | pause | resume | dead-letters | replay CRAWL_ID
     crawler dashboard [--port PORT] [--host ADDRESS]              a live page of every crawl
     crawler --version
@@ -25,6 +28,7 @@ from typing import Any
 from crawler import cli, environment, handlers
 from crawler.cli import settings
 from crawler.cli.crawl_flags import flag_type
+from crawler.cli.parse import add_parse, parse
 from crawler.cli.parser import Parser, add_seeding
 from crawler.option_rules import BadValue
 
@@ -50,6 +54,7 @@ def parser() -> Parser:
     settings.add_settings(crawl)
     crawl.set_defaults(usage=crawl)  # its usage errors name "crawler crawl"
     _add_worker(command)
+    add_parse(command)
     dashboard = command.subcommand(
         "dashboard",
         help="serve a live page of every crawl (read-only), on 127.0.0.1 by default",
@@ -134,6 +139,8 @@ def main(args: list[str] | None = None) -> int:
         return 2
     if arguments.command == "worker":
         return worker(arguments)
+    if arguments.command == "parse":  # one page, no services: the worker's module not loaded
+        return parse(arguments)
     from crawler import example  # the actor, its broker and stores: for what follows only
 
     crawl, parts = example.crawl, example.parts

@@ -146,6 +146,7 @@ def _local_parts(
         lifetimes=parts.lifetimes,
         handlers=handlers,
         renderer=renderer,
+        cache_root=None if spec.options.cache is None else Path(spec.options.cache),
     )
 
 

@@ -35,7 +35,8 @@ from urllib3.util import connection
 from crawler import metrics
 from crawler.environment import Limits
 from crawler.errors import Answered, PermanentError, ServerBusy, TransientError, shown
-from crawler.fetching import network_guard
+from crawler.fetching import http_cache, network_guard
+from crawler.fetching.http_cache import HttpCache
 from crawler.links.canonical import canonical_url
 
 logger = logging.getLogger(__name__)
@@ -75,12 +76,15 @@ class Fetched:
       public(bool): Whether the page, a hop on the way, or the page that linked to
         it was on a public address (links found on it may then not lead inside).
       address(str): The IP address the response came from, when known.
+      cached(bool): The final response came from ``--cache``'s directory, not the server.
     """
 
     response: requests.Response
     deadline: float
     public: bool
     address: str | None = None
+    #: The response came from ``--cache``, not from the server.
+    cached: bool = False
 
     def __enter__(self) -> Fetched:
         return self
@@ -145,6 +149,7 @@ def fetch(
     max_redirects: int = MAX_REDIRECTS,
     conditions: Mapping[str, str] | None = None,
     asking: Asking = GET,
+    cache: HttpCache | None = None,
 ) -> Fetched:
     """GET ``url`` for streaming (or ask for it as ``asking`` says: a handler's POST),
     or raise a :mod:`crawler.errors` error saying why not.
@@ -157,6 +162,8 @@ def fetch(
     More than ``max_redirects`` redirects in a row is a :class:`PermanentError`.
     ``conditions``: the headers of a conditional request (``--recrawl-from``), sent on
     every hop; a ``304`` answer is returned as any final response is.
+    ``cache`` (``--cache``): each hop is taken from it when it holds it, else fetched
+    and kept there (:mod:`crawler.fetching.http_cache`).
 
     A 5xx, 408 or 429 answer is a :class:`TransientError` (retried, after the
     ``Retry-After`` the server asked for): a 429, or a 503 with ``Retry-After``, is the
@@ -166,10 +173,10 @@ def fetch(
     deadline = time.monotonic() + limits.fetch_deadline
     public = via_public
     for _hop in range(max_redirects + 1):
-        response, public = _get(
-            session, url, user_agent, deadline, limits, public, conditions, asking
+        response, public, cached = _answer(
+            session, url, user_agent, deadline, limits, public, conditions, asking, cache
         )
-        fetched = Fetched(response, deadline, public, _peer_address(response))
+        fetched = Fetched(response, deadline, public, _peer_address(response), cached)
         target = session.get_redirect_target(response)
         if target is None:
             break
@@ -238,6 +245,43 @@ def _peer_address(response: requests.Response) -> str | None:
     """The address of the server that sent ``response``, its body not read yet."""
     connection = getattr(response.raw, "_connection", None)
     return getattr(connection, "peer_address", None)  # None: through a proxy, say
+
+
+def _answer(
+    session: requests.Session,
+    url: str,
+    user_agent: str,
+    deadline: float,
+    limits: Limits,
+    public_so_far: bool,
+    conditions: Mapping[str, str] | None,
+    asking: Asking,
+    cache: HttpCache | None,
+) -> tuple[requests.Response, bool, bool]:
+    """One hop, from ``cache`` when it holds it, else fetched (:func:`_get`) and kept
+    there: its response, whether the fetch has touched a public address, and whether
+    the response came from the cache.  A response kept has its body read here, within
+    the fetch's bounds, and is given on as the cache will give it again."""
+    if cache is not None:
+        entry = cache.load(asking.method, url, asking.body, public_only=public_so_far)
+        if entry is not None:  # with the request it answers, as --warc keeps it
+            entry.response.request = _prepare_hop(session, url, user_agent, asking)[0]
+            return entry.response, public_so_far or entry.public, True
+    response, public = _get(
+        session, url, user_agent, deadline, limits, public_so_far, conditions, asking
+    )
+    if cache is None or not http_cache.kept(response.status_code):
+        return response, public, False
+    if response.status_code in http_cache.REDIRECTS and "location" in response.headers:
+        cache.save(asking.method, url, asking.body, response, b"", public=public)
+        return response, public, False  # its body unread, as a redirect's is
+    try:
+        content = read_body(Fetched(response, deadline, public), limits)
+    finally:
+        response.close()
+    entry = cache.save(asking.method, url, asking.body, response, content, public=public)
+    entry.response.elapsed, entry.response.request = response.elapsed, response.request
+    return entry.response, public, False
 
 
 def _get(

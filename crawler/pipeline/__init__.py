@@ -11,6 +11,7 @@ them all.  A new feature is a new stage in the list, not a new branch in the act
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 import requests
 
@@ -20,6 +21,7 @@ from crawler.fetching import Fetched
 from crawler.frontier import claims
 from crawler.handlers import Handlers
 from crawler.pipeline.budget import BudgetStage
+from crawler.pipeline.cache import CacheStage
 from crawler.pipeline.cookies import CookieStage
 from crawler.pipeline.handler import HandlerStage
 from crawler.pipeline.politeness import PolitenessStage
@@ -36,6 +38,7 @@ from crawler.stores import Stores
 
 __all__ = [
     "BudgetStage",
+    "CacheStage",
     "CookieStage",
     "HandlerStage",
     "PageVisit",
@@ -58,6 +61,7 @@ def default_stages(
     lifetimes: Lifetimes,
     handlers: Handlers,
     renderer: Renderer,
+    cache_root: Path | None = None,
 ) -> list[Stage]:
     """The stages of a worker's pipeline, in the order their hooks run.
 
@@ -77,10 +81,14 @@ def default_stages(
     * the handler before WARC, so that a message wrong in both is told of its handler
       first; and before the scope, which keeps the handler's requests in scope as it
       does the page's links;
-    * the scope last: it makes the messages of the links to follow.
+    * the scope last: it makes the messages of the links to follow;
+    * the cache anywhere: it chooses the crawl's cache before the claim, which the
+      fetch then reads and fills (a cached hop is no request), and says in the record
+      whether the page came from it; after the record, which its field joins.
     """
     return [
         RecordStage(),
+        CacheStage(cache_root),
         BudgetStage(stores, lifetimes),
         PolitenessStage(stores, limits),
         CookieStage(stores, lifetimes),

@@ -11,6 +11,7 @@ import requests
 from crawler.archiving.warc import Keeper, Stored
 from crawler.environment import Limits
 from crawler.fetching import GET, Asking, Fetched
+from crawler.fetching.http_cache import HttpCache
 from crawler.frontier import claims
 from crawler.frontier.recrawl import Earlier
 from crawler.frontier.scope import request_name
@@ -55,6 +56,7 @@ class PageVisit:
       handler(Handler|None): The crawl's page handler (``--handler``).
       pipelines(list): The crawl's item pipelines (its handler's, then ``--pipeline``).
       keeper(Keeper|None): What keeps the responses in WARC files (``--warc``).
+      cache(HttpCache|None): Where the fetch takes and keeps responses (``--cache``).
       earlier(Earlier|None): What an earlier crawl saw of the page (``--recrawl-from``).
       conditions(dict|None): The conditional request's headers that asks about it.
       unchanged(Earlier|None): ``earlier``, when the server answered ``304``.
@@ -103,6 +105,7 @@ class PageVisit:
     handler: Handler | None = None
     pipelines: list[ItemPipeline] = field(default_factory=list)
     keeper: Keeper | None = None
+    cache: HttpCache | None = None
     earlier: Earlier | None = None
     conditions: dict[str, str] | None = None
     unchanged: Earlier | None = None

@@ -50,6 +50,8 @@ class Progress:
         self.items = 0
         #: Items the crawl's item pipelines dropped, in the records counted.
         self.dropped = 0
+        #: Pages whose response came from ``--cache``'s directory, in the records counted.
+        self.cached = 0
         #: Items Memcached evicted since the crawl began, when it says so.
         self.evicted = 0
         #: True while the crawl is paused (``crawler pause``).
@@ -81,6 +83,7 @@ class Progress:
             self.items += len(record.get("items") or ())
             self.dropped += record.get("dropped_items") or 0
             self.tally.add(record)
+            self.cached += bool(record.get("cached"))
             if record.get("outcome") == FAILED:
                 self.failures.append(record)
             elif record.get("outcome") == ANSWERED:
@@ -150,7 +153,12 @@ class Progress:
             rate = (fetched(self.counts) - self._fetched_before) / max(elapsed, 1e-9)
             verb = "Interrupted" if interrupted else "Finished"
             said = summary(
-                self.counts, rate=rate, answers=self.answers, items=self.items, dropped=self.dropped
+                self.counts,
+                rate=rate,
+                answers=self.answers,
+                items=self.items,
+                dropped=self.dropped,
+                cached=self.cached,
             )
             lines = [f"{verb} after {elapsed:.1f}s: {said}."]
             lines += [f"  failed: {r['url']}: {r['error']}" for r in self.failures]
