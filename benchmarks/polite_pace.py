@@ -15,7 +15,7 @@ contender after another (rounds taking turns with ``--repeat``):
 
 - ``workers``: ``crawler worker``'s Dramatiq workers, 2 processes x 8 threads on
   RabbitMQ (the benchmark's own virtual host), seeded with
-  ``crawler crawl -i SEEDS --max-rate R --wait``;
+  ``crawler crawl --workers -i SEEDS --max-rate R --wait``;
 - ``local``: ``crawler crawl --local -i SEEDS --max-rate R --threads 16``;
 - ``scrapy``: Scrapy (``benchmarks/scrapy_spider.py``), ``DOWNLOAD_DELAY`` 1/R and
   ``CONCURRENT_REQUESTS_PER_DOMAIN`` 1, the delay not randomized, robots.txt obeyed;
@@ -319,7 +319,7 @@ def crawl_with_workers(
     seeds: Path, run_dir: Path, options: Sequence[str], *, check: bool = True
 ) -> dict[str, Any]:
     """Workers (2 processes x 8 threads) on RabbitMQ crawl from ``seeds``, seeded with
-    ``crawler crawl -i SEEDS OPTIONS --wait`` (here ``OPTIONS`` are ``--max-rate R``):
+    ``crawler crawl --workers -i SEEDS OPTIONS --wait`` (here ``OPTIONS`` are ``--max-rate R``):
     CPU per page, deferrals, wall time, the seeder's exit status (which must be 0 when
     ``check``)."""
     env = broker_env("rabbitmq", dramatiq_prom_db=str(run_dir / "prometheus"))
@@ -332,7 +332,7 @@ def crawl_with_workers(
         meter = CrawlCpu.start(workers.pid, "rabbitmq")
         started = time.monotonic()
         seeder = subprocess.run(
-            [*CRAWLER, "crawl", "-i", str(seeds), *options, "--wait"],
+            [*CRAWLER, "crawl", "--workers", "-i", str(seeds), *options, "--wait"],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT,
         )  # fmt: skip
         wall = time.monotonic() - started

@@ -211,7 +211,7 @@ class Crawls:
         """One crawl from ``seed``, its records to ``output``: its figures."""
         mode = ["--local", "--threads", str(DEFAULT_PROCESSES * DEFAULT_THREADS)]
         if self.workers is not None:
-            mode = ["--wait"]
+            mode = ["--workers", "--wait"]
         offset = self.access_log.stat().st_size
         started = time.monotonic()
         done = subprocess.run(

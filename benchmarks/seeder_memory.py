@@ -2,9 +2,9 @@
 
     python benchmarks/seeder_memory.py --records 100000 1000000
     python benchmarks/seeder_memory.py --records 2000 --broker rabbitmq   # the smoke run
-    python benchmarks/seeder_memory.py --seeds 1000 100000    # crawler crawl -i FILE
+    python benchmarks/seeder_memory.py --seeds 1000 100000    # crawler crawl --workers -i FILE
 
-With ``--seeds``, it measures seeding instead: ``crawler crawl -i FILE`` with that many
+With ``--seeds``, it measures seeding instead: ``crawler crawl --workers -i FILE`` with that many
 seeds in FILE, sent to the benchmark's broker (no worker takes them), and the seeding
 process's peak resident memory (``ru_maxrss``): the messages are made as they are sent,
 so it should not grow with the seeds.
@@ -115,7 +115,7 @@ def measure(broker: str, records: int, tmp: Path) -> dict[str, float]:
     }
 
 
-#: Measures one ``crawler crawl -i FILE`` in a process of its own: its peak RSS, in KiB.
+#: Measures one ``crawler crawl --workers -i FILE`` in a process of its own: its peak RSS, in KiB.
 SEEDING = """
 import resource, subprocess, sys
 done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
@@ -131,7 +131,13 @@ def measure_seeding(broker: str, seeds: int, tmp: Path) -> dict[str, float]:
     with seed_file.open("w") as file:
         for i in range(seeds):
             file.write(f"http://127.0.0.{1 + i % 3}:9/page/{i}.html\n")
-    command = [str(Path(sys.executable).parent / "crawler"), "crawl", "-i", str(seed_file)]
+    command = [
+        str(Path(sys.executable).parent / "crawler"),
+        "crawl",
+        "--workers",
+        "-i",
+        str(seed_file),
+    ]
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", SEEDING, *command], env=env, capture_output=True, text=True

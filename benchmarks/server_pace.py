@@ -17,7 +17,7 @@ server of its own (its counts start at nought), with ``benchmarks/polite_pace.py
 helpers:
 
 - ``workers``: ``crawler worker``'s Dramatiq workers, 2 processes x 8 threads on
-  RabbitMQ, seeded with ``crawler crawl -i SEEDS --auto-throttle --wait``;
+  RabbitMQ, seeded with ``crawler crawl --workers -i SEEDS --auto-throttle --wait``;
 - ``local``: ``crawler crawl --local -i SEEDS --auto-throttle --threads 16``;
 - ``scrapy_autothrottle``: Scrapy (``benchmarks/scrapy_spider.py``) with
   ``AUTOTHROTTLE_ENABLED``, its other settings Scrapy's defaults

@@ -255,7 +255,7 @@ class CrawlSpec:
         given = {name: _value(name, value) for name, value in values.items() if value is not None}
         urls = tuple(_checked_value("url", http_url, url) for url in seeds)
         seed_file = _seed_file(given["input_file"]) if "input_file" in given else None
-        local, wait = given.get("local", False), given.get("wait", False)
+        local, wait = _runs_here(given), given.get("wait", False)
         output = given.get("output")
         return cls(
             seeds=urls,
@@ -283,6 +283,31 @@ class CrawlSpec:
             recrawl_from=given.get("recrawl_from"),
             recrawl_warc=given.get("recrawl_warc"),
         )
+
+
+#: The flags that mean a crawl of workers, which ``crawler crawl`` runs only with ``--workers``.
+WORKERS_ONLY = ("wait", "crawl_id")
+
+
+def _runs_here(given: Mapping[str, Any]) -> bool:
+    """Whether the crawl runs in this process: ``crawler crawl``'s unless ``--workers``
+    (its ``workers`` given, True or False); else as ``local`` says (upstream's seeder
+    and the Python API, where a crawl of workers is the default, or ``seed()``'s).
+    ``crawler crawl``'s flags of a workers' crawl without ``--workers`` are refused in
+    one line that names it."""
+    workers = given.get("workers")
+    if workers is None:
+        return bool(given.get("local", False))
+    if workers and given.get("local"):
+        raise CrawlError("--workers and --local: choose one")
+    if not workers:
+        for name in WORKERS_ONLY:
+            if given.get(name):
+                raise CrawlError(
+                    f"{flag(name)} is for a crawl of workers: crawler crawl --workers URL"
+                    f" {flag(name)} (without --workers, crawler crawl crawls here)"
+                )
+    return not workers
 
 
 def _text(value: Any) -> str:

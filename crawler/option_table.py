@@ -228,8 +228,12 @@ TABLE: tuple[Option, ...] = (
     Option("crawl_id", ("--crawl-id",), rules.crawl_id, "str", "add the URLs to this crawl"
            " (its claims, counters and budget), not a new one", field="crawl_id",
            rule=rules.CRAWL_ID, as_is=False, metavar="CRAWL_ID", group="run"),
+    Option("workers", ("--workers",), rules.switch, "bool", "hand the crawl to the workers"
+           " ('crawler worker', on any machines) and return its id; with --wait, follow it to"
+           " its end. Without it, crawler crawl crawls in this process", kind="switch",
+           default=False, group="run", crawl_only=True),
     Option("local", ("--local",), rules.switch, "bool", "crawl in this process until nothing"
-           " is left", kind="switch", default=False, group="run"),
+           " is left (crawler crawl's default)", kind="switch", default=False, group="run"),
     Option("threads", ("--threads",), rules.threads, "int", "--local's fetching threads in"
            " all, at most (default 8; fewer at once while the crawl is CPU-bound)",
            metavar="THREADS", group="run"),
@@ -332,6 +336,7 @@ class Keywords(TypedDict, total=False):
     recrawl_warc: str | PathLike[str] | None
     wait: bool | None
     crawl_id: str | None
+    workers: bool | None
     local: bool | None
     items: str | None
     dashboard: int | None

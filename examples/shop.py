@@ -11,7 +11,7 @@ into PostgreSQL, with ``--items 'postgresql://user@host:5432/db?table=products'`
 workers::
 
     crawler worker --handler examples.shop:router
-    crawler crawl https://shop.example/ --handler examples.shop:router --wait \\
+    crawler crawl --workers https://shop.example/ --handler examples.shop:router --wait \\
         --items products.jsonl
 
 The selectors fit the test shop of ``tests/shop_site.py``; change them for yours.

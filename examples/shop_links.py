@@ -9,7 +9,7 @@ process::
 or on workers::
 
     crawler worker --handler examples.shop_links:router
-    crawler crawl https://shop.example/ --handler examples.shop_links:router \\
+    crawler crawl --workers https://shop.example/ --handler examples.shop_links:router \\
         --follow handlers --wait --items products.jsonl
 
 The selectors fit the test shop of ``tests/shop_site.py``; change them for yours.

@@ -191,13 +191,14 @@ def test_a_message_s_render_options_are_checked_by_their_rules() -> None:
              "state": Path("st"), "output": "-", "dashboard": 8600, "verbose": True},
             False,
         ),
-        (["--wait", "--same-domain", "--sitemaps", "--breadth-first", "--warc", "w"],
+        (["--workers", "--wait", "--same-domain", "--sitemaps", "--breadth-first", "--warc", "w"],
          {"wait": True, "same_domain": True, "sitemaps": True, "breadth_first": True,
           "warc": Path("w")}, False),
-        (["--upstream", "--follow-relative"], {"upstream": True, "follow_relative": True}, False),
-        (["--crawl-id", "a" * 32], {"crawl_id": "a" * 32}, False),
+        (["--upstream", "--follow-relative"],
+         {"upstream": True, "follow_relative": True, "local": True}, False),
+        (["--workers", "--crawl-id", "a" * 32], {"crawl_id": "a" * 32}, False),
         (["--render", "--render-wait", "2.5", "--render-media"],
-         {"render": True, "render_wait": "2.5", "render_media": True}, False),
+         {"render": True, "render_wait": "2.5", "render_media": True, "local": True}, False),
         (["--render", "--render-wait", "idle"], {"render": True, "render_wait": "idle",
          "upstream": True}, True),
         ([], {"follow_relative": False, "same_site": False, "obey_robots": False,
@@ -214,21 +215,28 @@ def test_flags_and_keywords_make_the_same_crawl(
 
 
 def test_what_a_spec_says_of_how_the_crawl_runs_and_what_its_messages_carry() -> None:
-    spec = from_flags("--wait", "--max-pages", "4", "--same-domain", "http://Example.com/a")
+    spec = from_flags(
+        "--workers", "--wait", "--max-pages", "4", "--same-domain", "http://Example.com/a"
+    )
     assert (spec.local, spec.wait, spec.adding, spec.output) == (False, True, False, None)
     assert spec.options.max_pages == 4
     assert spec.options.allowed_domains == ("example.com",) and spec.options.allowed_sites == ()
     assert (spec.options.follow_relative, spec.options.obey_robots) == (True, True)
     assert spec.options.collect_records and spec.options.records_without_links
     assert spec.options.crawl_id is not None and len(spec.options.crawl_id) == 32
-    written = from_flags("--wait", "-o", "out.jsonl", URL)
+    written = from_flags("--workers", "--wait", "-o", "out.jsonl", URL)
     assert written.options.collect_records and not written.options.records_without_links
     assert written.output == Path("out.jsonl")
-    adding = from_flags("--crawl-id", "b" * 32, URL)
+    adding = from_flags("--workers", "--crawl-id", "b" * 32, URL)
     assert adding.adding and adding.options.crawl_id == "b" * 32
     local = from_flags("--local", "--warc", "w", URL)
     assert local.fetching_threads == 8 and local.options.warc == str(Path("w").absolute())
-    assert from_flags("--warc", "w", URL).options.warc == "w"  # the workers' directory
+    assert from_flags("--workers", "--warc", "w", URL).options.warc == "w"  # the workers'
+    assert from_flags("--warc", "w", URL).local  # crawler crawl crawls here
+    with pytest.raises(
+        CrawlError, match="--wait is for a crawl of workers: crawler crawl --workers URL --wait"
+    ):
+        from_flags("--wait", URL)
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.wait = False  # type: ignore[misc]
 

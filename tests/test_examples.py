@@ -112,7 +112,7 @@ def test_workers_run_the_shop_router_and_the_seeder_writes_its_items(
     )  # fmt: skip
     products = tmp_path / "products.jsonl"
     try:
-        done = console(env, "crawl", shop(site), "--handler", HANDLER, "--wait",
+        done = console(env, "crawl", "--workers", shop(site), "--handler", HANDLER, "--wait",
                        "--items", str(products))  # fmt: skip
     finally:
         os.killpg(worker.pid, 15)

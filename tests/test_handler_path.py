@@ -85,7 +85,7 @@ def test_crawler_worker_loads_a_handler_from_the_current_directory(
     try:
         url = site.url(page_path(0))
         crawled = console(
-            env, tmp_path, "crawl", url, "--handler", "mine:where", "--wait", "-o", "-"
+            env, tmp_path, "crawl", "--workers", url, "--handler", "mine:where", "--wait", "-o", "-"
         )
     finally:
         os.killpg(worker.pid, 15)

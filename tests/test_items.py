@@ -252,7 +252,7 @@ def test_postgresql_going_down_under_a_waiting_seeder_loses_no_item(
     process = None
     try:
         process = subprocess.Popen(
-            [CRAWLER, "crawl", site.url(page_path(0)), "--handler", HANDLER, "--wait",
+            [CRAWLER, "crawl", "--workers", site.url(page_path(0)), "--handler", HANDLER, "--wait",
              "--items", f"{server.url}?table=unsent", "-o", str(records)],
             cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True,
@@ -312,7 +312,9 @@ def test_a_missing_psycopg_is_one_line_naming_the_extra(monkeypatch: pytest.Monk
 
 
 def test_items_are_refused_without_local_or_wait(tmp_path: Path) -> None:
-    done = crawler(environment(), "crawl", "https://example.com/", "--items", "x.jsonl")
+    done = crawler(
+        environment(), "crawl", "--workers", "https://example.com/", "--items", "x.jsonl"
+    )
     assert done.returncode == 2
     assert "--items works with --local or --wait" in done.stderr
     bad = crawler(environment(), "crawl", "--local", "https://example.com/", "--items", "ftp://x")
@@ -327,7 +329,7 @@ def test_workers_and_a_waiting_seeder_write_every_item_and_status_counts_them(
     items = tmp_path / "items.jsonl"
     workers = WorkerProcesses(env, processes=1, threads=2)
     try:
-        done = crawler(env, "crawl", chain(site), "--handler", HANDLER, "--wait",
+        done = crawler(env, "crawl", "--workers", chain(site), "--handler", HANDLER, "--wait",
                        "--items", str(items))  # fmt: skip
     finally:
         assert workers.stop() == 0

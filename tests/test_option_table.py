@@ -17,7 +17,7 @@ from crawler import option_table
 from crawler.cli.crawl_flags import spec_of
 from crawler.cli.parser import Parser, add_seeding
 from crawler.cli.settings import add_settings, parse_args
-from crawler.crawl_spec import CrawlSpec
+from crawler.crawl_spec import WORKERS_ONLY, CrawlSpec
 from crawler.option_table import API_OWN, RULES, TABLE, Keywords, Option
 from crawler.options import CrawlOptions
 from tests.workers import PROJECT_ROOT, environment
@@ -92,9 +92,13 @@ SWITCH_GIVEN = {
 
 
 def given_alone(option: Option) -> dict[str, Any]:
-    """A keyword value for ``option`` and what it needs, as the API gives them."""
+    """A keyword value for ``option`` and what it needs, as the API gives them, and where
+    the crawl runs, said (``crawler crawl`` crawls here unless ``--workers``)."""
     value = SWITCH_GIVEN.get(option.name, True) if option.switch else SAMPLES[option.name][1]
-    return {**NEEDS.get(option.name, {}), option.name: value}
+    where = {"workers": True} if option.name in WORKERS_ONLY else {"local": True}
+    if option.name in ("local", "workers"):
+        where = {}
+    return {**where, **NEEDS.get(option.name, {}), option.name: value}
 
 
 def as_flags(values: dict[str, Any]) -> list[str]:

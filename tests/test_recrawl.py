@@ -86,7 +86,15 @@ def crawler_crawl(
     *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "crawler.command", "crawl", *args],
+        # a crawl followed with --wait is the workers'
+        [
+            sys.executable,
+            "-m",
+            "crawler.command",
+            "crawl",
+            *(["--workers"] if "--wait" in args else []),
+            *args,
+        ],
         cwd=PROJECT_ROOT,
         env=env or environment(**FAST_FAILURES),
         capture_output=True,
@@ -399,8 +407,8 @@ def test_a_recrawl_through_a_worker_killed_with_kill_9_reaches_every_page(
     site.delay = 0.05
     doomed = WorkerProcesses(env, processes=1, threads=4)
     recrawl = subprocess.Popen(
-        [sys.executable, "-m", "crawler.command", "crawl", site.url("/0.html"), "--wait",
-         "--recrawl-from", str(first), "-o", str(again)],
+        [sys.executable, "-m", "crawler.command", "crawl", "--workers", site.url("/0.html"),
+         "--wait", "--recrawl-from", str(first), "-o", str(again)],
         cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     seen = len(site.requests)

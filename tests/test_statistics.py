@@ -70,7 +70,7 @@ def test_a_local_crawl_writes_its_statistics(
 
 
 def test_stats_need_a_crawl_that_ends_here() -> None:
-    done = crawler(environment(), "crawl", "http://127.0.0.1:9/", "--stats", "s.json")
+    done = crawler(environment(), "crawl", "--workers", "http://127.0.0.1:9/", "--stats", "s.json")
     assert done.returncode == 2
     assert "--stats works with --local or --wait" in done.stderr
 
@@ -100,7 +100,15 @@ def test_wait_writes_the_statistics_crawler_status_json_reads_from_the_store(
     workers = WorkerProcesses(env, processes=1, threads=2)
     try:
         done = crawler(
-            env, "crawl", serve(site), "--handler", ROUTER, "--wait", "--stats", str(stats)
+            env,
+            "crawl",
+            "--workers",
+            serve(site),
+            "--handler",
+            ROUTER,
+            "--wait",
+            "--stats",
+            str(stats),
         )
         assert done.returncode == 0, done.stderr[-2000:]
         status = crawler(env, "status", crawl_id_of(done.stdout), "--json")

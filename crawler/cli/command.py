@@ -2,7 +2,7 @@
 
 ::
 
-    crawler crawl URL... [--local | --wait] [-o FILE] [options]    seed a crawl, or run it here
+    crawler crawl URL... [--workers [--wait]] [-o FILE] [options] crawl here, or by the workers
     crawler worker [-p N] [-t N] [--handler MODULE:FUNCTION]...
                    [--pipeline MODULE:FUNCTION]... [--render]     Dramatiq workers for it
     crawler parse URL --handler MODULE:ROUTER [--label L] [--data JSON]
@@ -46,9 +46,10 @@ def parser() -> Parser:
     command.add_commands(dest="command", metavar="COMMAND", required=True)
     crawl = command.subcommand(
         "crawl",
-        help="seed a crawl for the workers, or run it in this process (--local)",
-        description="Seed a crawl for the workers (see its progress with --wait), or run it"
-        " in this process with --local.",
+        help="crawl here, in this process (--workers: hand the crawl to the workers)",
+        description="Crawl in this process until nothing is left, as wget -r and scrapy"
+        " crawl do; with --workers, hand the crawl to the workers ('crawler worker') instead"
+        " (see its progress with --wait).",
     )
     add_seeding(crawl, upstream=False)
     settings.add_settings(crawl)
