@@ -191,7 +191,7 @@ class CrawlSpec:
         ]
         for index, (first, one) in enumerate(outputs):
             for second, other in outputs[index + 1 :]:
-                if one != "-" and same_file(one, other):
+                if same_file(one, other):
                     raise CrawlError(
                         f"{first} {one} and {second} {other} are one file, where their"
                         " lines would mix: give each a file of its own"

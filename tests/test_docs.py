@@ -276,7 +276,7 @@ SAMPLE_VALUES = {
     "retries": "1", "auth_env": "example.org=CRAWLER_AUTH_X", "render_wait": "2",
     "input_file": "FILE", "recrawl_from": "FILE", "recrawl_warc": "DIR",
     "crawl_id": "5c0e" + "0" * 28, "threads": "1", "processes": "2", "state": "DIR",
-    "output": "FILE", "items": "FILE", "dashboard": "8501",
+    "output": "FILE", "records": "FILE", "items": "FILE", "dashboard": "8501",
 }  # fmt: skip
 
 

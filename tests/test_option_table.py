@@ -61,7 +61,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "threads": ("3", 3),
     "processes": ("1", 1),
     "state": ("state", Path("state")),
-    "output": ("out.jsonl", Path("out.jsonl")),
+    "output": ("out.jsonl", "out.jsonl"),
+    "records": ("records.jsonl", Path("records.jsonl")),
     "items": ("items.jsonl", "items.jsonl"),
     "dashboard": ("8600", 8600),
 }
@@ -75,6 +76,7 @@ NEEDS: dict[str, dict[str, Any]] = {
     "processes": {"local": True},
     "state": {"local": True},
     "output": {"local": True},
+    "records": {"local": True},
     "items": {"local": True},
     "dashboard": {"local": True},
 }
