@@ -208,7 +208,7 @@ TABLE: tuple[Option, ...] = (
            " - for standard input), all checked before anything is sent", metavar="FILE",
            group="run"),
     Option("recrawl_from", ("--recrawl-from",), rules.path, "str | PathLike[str]",
-           "FILE holds an earlier crawl's records (-o): ask each page whether it changed"
+           "FILE holds an earlier crawl's records (--records): ask each page whether it changed"
            " (If-None-Match, If-Modified-Since) and follow an unchanged one's earlier links",
            field="recrawl", rule=rules.FLAG, as_is=False, metavar="FILE", group="run"),
     Option("recrawl_warc", ("--recrawl-warc",), rules.path, "str | PathLike[str]",

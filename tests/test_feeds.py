@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -225,3 +225,23 @@ def test_a_json_array_file_is_whole_after_a_value_cut_short(tmp_path: Path) -> N
     path.write_text("not an array\n")
     with pytest.raises(ValueError, match="holds no JSON array"):
         JsonArrayFile(path, append=True)
+
+
+def test_a_recrawl_reads_the_records_of_a_json_array_as_of_json_lines(tmp_path: Path) -> None:
+    from crawler.frontier.recrawl import read_records
+    from crawler.records import Record, RecordFile
+
+    url = "https://example.com/a"
+    page: dict[str, Any] = {"url": url, "outcome": "crawled", "status": 200,
+                            "content_type": "text/html", "links": [], "depth": 0,
+                            "etag": '"x"', "last_modified": None}  # fmt: skip
+    for name in ("records.json", "records.jsonl"):
+        file = RecordFile(tmp_path / name)
+        file.write(cast(Record, page))
+        file.write(cast(Record, {**page, "url": url + "b"}))
+        file.close()
+    pages = [
+        [found for found, _ in read_records(tmp_path / name, [url])]
+        for name in ("records.json", "records.jsonl")
+    ]
+    assert pages[0] == pages[1] == [url, url + "b"]
