@@ -245,3 +245,15 @@ def test_a_recrawl_reads_the_records_of_a_json_array_as_of_json_lines(tmp_path: 
         for name in ("records.json", "records.jsonl")
     ]
     assert pages[0] == pages[1] == [url, url + "b"]
+
+
+def test_a_handler_that_made_no_item_leaves_an_empty_array_and_says_where_its_data_is(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    feed = tmp_path / "items.json"
+    done = crawler(environment(), "crawl", "--local", chain(site), "--handler",
+                   "tests.page_handlers:heading", "-o", str(feed))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(feed.read_text()) == []
+    assert f"note: -o {feed} holds the handler's items" in done.stderr
+    assert "--records FILE" in done.stderr

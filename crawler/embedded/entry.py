@@ -202,7 +202,27 @@ def open_items(spec: CrawlSpec, saved: SavedState | None = None) -> ItemSink | N
             with contextlib.suppress(ItemSinkError):
                 sink.close()
         raise
-    return sinks[0] if len(sinks) == 1 else ItemSinks(sinks)
+    return ItemSinks(sinks)
+
+
+def say_if_the_feed_is_empty(
+    spec: CrawlSpec, items: ItemSink | None, status: int, progress: Progress | None
+) -> None:
+    """A crawl whose handler made no item, ended: one line saying that its feed (``-o``)
+    is then empty, and where the handler's ``data`` is (logged for the API's)."""
+    if not (spec.handled and spec.output is not None and isinstance(items, ItemSinks)):
+        return
+    if items.written or items.failed or status not in (0, 1):
+        return
+    said = (
+        f"note: -o {spec.output} holds the handler's items (Handled(items=[...]), or yielded),"
+        " and it made none; what it returned for each page (data) is in the records:"
+        " --records FILE"
+    )
+    if progress is not None:
+        logger.warning("%s", said)
+    else:
+        print(said, file=sys.stderr, flush=True)
 
 
 def _make_warc_directory(warc: str | None) -> None:
@@ -246,7 +266,7 @@ def _seed_for_workers(
     with contextlib.redirect_stdout(said), contextlib.ExitStack() as dashboard:
         if spec.dashboard is not None:
             dashboard.callback(show_dashboard(stores, crawl, spec.dashboard, crawl_options).close)
-        return reach_services(
+        status = reach_services(
             lambda: seeder.seed(
                 crawl,
                 stores,
@@ -259,6 +279,9 @@ def _seed_for_workers(
                 items=items,
             )
         )
+    if spec.wait and not spec.adding:
+        say_if_the_feed_is_empty(spec, items, status, None)
+    return status
 
 
 def _run_locally(
@@ -312,11 +335,13 @@ def _crawl_here(
         contextlib.ExitStack() as dashboard,
     ):
         if spec.crawling_processes > 1:  # one shard of the crawl a process
-            return processes.run(
+            status = processes.run(
                 crawl, parts_of, seeds, spec, output=output,
                 earlier=None if not earlier else (str(crawl_options.crawl_id), earlier),
                 on_record=on_record, stop=stop, progress=progress, items=items,
             )  # fmt: skip
+            say_if_the_feed_is_empty(spec, items, status, progress)
+            return status
         if saved is not None and warc is not None and warc.is_dir():
             cut_partial_records(warc)  # a record the interruption cut short
         here = parts_of(Stores.in_memory(warc, None if saved is None else SavedClient(saved)))
@@ -333,6 +358,8 @@ def _crawl_here(
             on_record=on_record, stop=stop, progress=progress, items=items,
             warc_files=None if warc is None else here.stores.warc_files,
         )  # fmt: skip
+        if saved is None or len(seeds):  # not a crawl carried on: it began here
+            say_if_the_feed_is_empty(spec, items, status, progress)
         if served is not None and status != 130:  # 130: interrupted, the command stops
             _dashboard_stays(served, crawl_options, quiet=quiet)
         return status

@@ -106,16 +106,23 @@ def open_sink(
 
 
 class ItemSinks:
-    """Several sinks as one (``-o`` and ``--items``), written in order: a page's items
-    go to each; the first that fails raises its error, naming it."""
+    """The sinks of a crawl as one (``-o`` and ``--items``), written in order: a page's
+    items go to each; the first that fails raises its error, naming it.  Counts the
+    items all took (:attr:`written`), and whether one failed (:attr:`failed`)."""
 
     def __init__(self, sinks: list[ItemSink]) -> None:
         self.sinks = sinks
         self.name = " and ".join(sink.name for sink in sinks)
+        self.written, self.failed = 0, False
 
     def write(self, url: str, items: list[dict[str, Any]]) -> None:
-        for sink in self.sinks:
-            sink.write(url, items)
+        try:
+            for sink in self.sinks:
+                sink.write(url, items)
+        except ItemSinkError:
+            self.failed = True
+            raise
+        self.written += len(items)
 
     def close(self) -> None:
         failed: ItemSinkError | None = None
