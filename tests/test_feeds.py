@@ -17,8 +17,9 @@ import pytest
 
 from crawler.json_array import JsonArrayFile
 from tests.item_handlers import PER_PAGE, three_items
+from tests.postgres_server import PostgresProcess
 from tests.site_server import SiteServer, page_path
-from tests.test_items import CRAWLER, HANDLER, PAGES, chain, crawler
+from tests.test_items import CRAWLER, HANDLER, PAGES, chain, crawler, expected_items, rows
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment
 
 
@@ -257,3 +258,29 @@ def test_a_handler_that_made_no_item_leaves_an_empty_array_and_says_where_its_da
     assert json.loads(feed.read_text()) == []
     assert f"note: -o {feed} holds the handler's items" in done.stderr
     assert "--records FILE" in done.stderr
+
+
+def test_a_table_feed_holds_each_item_once_with_its_key_in_columns_of_their_own(
+    site: SiteServer, postgres: PostgresProcess
+) -> None:
+    done = crawler(environment(), "crawl", "--local", chain(site), "--handler", HANDLER,
+                   "-o", f"{postgres.url}?table=feed")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = rows(postgres, "feed")
+    assert {(row[1], row[2]) for row in found} == expected_items(site)  # url, index
+    assert same_items([row[3] for row in found], made(site))  # the item, as made
+    assert len({row[0] for row in found}) == 1  # the crawl's id
+
+
+def test_a_feed_that_cannot_be_made_is_one_line_before_anything_is_fetched(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    feed = tmp_path / "missing" / "items.json"
+    done = crawler(environment(), "crawl", "--local", chain(site), "--handler", HANDLER,
+                   "-o", str(feed))  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"crawler: cannot write items to {str(feed)!r}: No such file or directory;"
+        " the crawl stopped"
+    ]
+    assert site.fetch_counts() == {}
