@@ -124,7 +124,10 @@ class Crawl:
         function itself: what it returns is each page's record's ``data``.
       state(Path): Keep the crawl on disk there (``--state``): the same crawl made
         again carries on after an interruption.
-      output(Path): Write the records there too (``--output``).
+      output(Path|str): The crawl's feed (``-o``): with a handler, its items as it
+        made them (a file, ``FILE.json`` one JSON array, or a ``postgresql://`` table);
+        without, the records.
+      records(Path): Write the records there too (``--records``), with a handler too.
       options: Any other option of ``crawler crawl`` (see the module's text), typed by
         :class:`~crawler.option_table.Keywords`.
 
@@ -141,6 +144,7 @@ class Crawl:
         handler: str | Handler | None = None,
         state: str | Path | None = None,
         output: str | Path | None = None,
+        records: str | Path | None = None,
         **options: Unpack[Keywords],
     ) -> None:
         self._crawl, self._parts = _parts()
@@ -148,7 +152,7 @@ class Crawl:
         self._handler = None if isinstance(handler, str) else handler
         extra = {
             "threads": threads, "processes": processes, "state": state, "output": output,
-            "handler": handler_name,
+            "records": records, "handler": handler_name,
         }  # fmt: skip
         self.spec = _spec(urls, {**options, **extra, "local": True})
         self._records: queue.Queue[Record | None] = queue.Queue()

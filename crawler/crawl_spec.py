@@ -103,9 +103,13 @@ class CrawlSpec:
         core (:func:`core_count`, at most ``threads``), or one when the crawl has an
         option of :data:`ONE_PROCESS_OPTIONS`.
       state(Path): ``--local``: keep the crawl on disk there (``--state``).
-      output(Path): Write each URL's record there (``-o``; ``-``: standard output).
-      items(str): Write the handler's items there (``--items``: a file or a
-        ``postgresql://`` URL).
+      output(str): The crawl's feed (``-o``): with a handler, its items as it made
+        them; without, each URL's record.  A file (``FILE.json``: one JSON array;
+        ``FILE.csv``: CSV; else JSON lines), ``-`` (standard output, JSON lines) or, with
+        a handler, a ``postgresql://`` URL.
+      records(Path): Write each URL's record there (``--records``; ``-``: standard output).
+      items(str): Write the handler's items there, each in an envelope saying where it
+        came from (``--items``: a file or a ``postgresql://`` URL).
       dashboard(int): Serve the crawl's live page on this port (``--dashboard``).
       verbose(bool): Log every page (``-v``).
       log_level(str): Log lines of this level and above (``-L``).
@@ -125,7 +129,8 @@ class CrawlSpec:
     threads: int | None = None
     processes: int | None = None
     state: Path | None = None
-    output: Path | None = None
+    output: str | None = None
+    records: Path | None = None
     items: str | None = None
     dashboard: int | None = None
     verbose: bool = False
@@ -172,6 +177,13 @@ class CrawlSpec:
             raise CrawlError("--recrawl-warc works with --recrawl-from only")
         if self.output is not None and not (self.wait or self.local):
             raise CrawlError("--output works with --local or --wait")
+        if self.records is not None and not (self.wait or self.local):
+            raise CrawlError("--records works with --local or --wait")
+        if self.output is not None and "://" in self.output and not self.handled:
+            raise CrawlError(
+                f"-o {self.output}: a table holds a handler's items (--handler); the records"
+                " of a crawl without one go to a file"
+            )
         if self.items is not None and not (self.wait or self.local):
             raise CrawlError("--items works with --local or --wait")
         if self.stats is not None and not (self.wait or self.local):
@@ -185,14 +197,20 @@ class CrawlSpec:
         and the ``-i`` file, read again once they are open, would be emptied first."""
         outputs = [
             (flag, os.fspath(name))
-            for flag, name in (("-o", self.output), ("--items", self.items))
+            for flag, name in (
+                ("-o", self.output),
+                ("--records", self.records),
+                ("--items", self.items),
+            )
             if name is not None and "://" not in os.fspath(name)  # not a database
         ]
-        if len(outputs) == 2 and same_file(outputs[0][1], outputs[1][1]):
-            raise CrawlError(
-                f"-o {outputs[0][1]} and --items {outputs[1][1]} are one file, where their"
-                " lines would mix: give each a file of its own"
-            )
+        for index, (first, one) in enumerate(outputs):
+            for second, other in outputs[index + 1 :]:
+                if same_file(one, other):
+                    raise CrawlError(
+                        f"{first} {one} and {second} {other} are one file, where their"
+                        " lines would mix: give each a file of its own"
+                    )
         seeds = None if self.seed_file is None else self.seed_file.name
         for flag, name in outputs:
             if seeds not in (None, "-") and same_file(name, seeds):
@@ -210,6 +228,12 @@ class CrawlSpec:
         if self.log_level is not None:
             return int(logging.getLevelName(self.log_level))
         return logging.INFO if self.verbose else logging.WARNING
+
+    @property
+    def handled(self) -> bool:
+        """Whether the crawl's pages go through a handler: then ``-o`` holds its items,
+        else each page's record."""
+        return self.options.handler is not None
 
     @property
     def seed_urls(self) -> SeedUrls:
@@ -256,7 +280,7 @@ class CrawlSpec:
         urls = tuple(_checked_value("url", http_url, url) for url in seeds)
         seed_file = _seed_file(given["input_file"]) if "input_file" in given else None
         local, wait = _runs_here(given), given.get("wait", False)
-        output = given.get("output")
+        output, records = given.get("output"), given.get("records")
         return cls(
             seeds=urls,
             seed_file=seed_file,
@@ -264,7 +288,7 @@ class CrawlSpec:
                 SeedUrls(urls, seed_file),
                 given,
                 collect_records=wait,
-                records_without_links=wait and output is None,
+                records_without_links=wait and output is None and records is None,
             ),
             local=local,
             wait=wait,
@@ -273,6 +297,7 @@ class CrawlSpec:
             processes=given.get("processes"),
             state=given.get("state"),
             output=output,
+            records=records,
             items=given.get("items"),
             dashboard=given.get("dashboard"),
             verbose=given.get("verbose", False),

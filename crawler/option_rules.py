@@ -635,6 +635,19 @@ def items(value: Any) -> str:
         raise BadValue(f"{_text(value)!r} is not an item sink: {e}") from e
 
 
+def feed(value: Any) -> str:
+    """``-o``'s feed: a file (``-``: standard output) or a ``postgresql://`` URL
+    (:mod:`crawler.items.sinks`)."""
+    from crawler.items.addresses import checked_address
+
+    if isinstance(value, os.PathLike) and not isinstance(value, Path):
+        value = os.fspath(value)
+    try:
+        return checked_address(value)
+    except ValueError as e:
+        raise BadValue(f"{_text(value)!r} is not a file nor a table: {e}") from e
+
+
 def follow(value: Any) -> str:
     """``--follow all|handlers``."""
     return _checked(value, FOLLOW)

@@ -217,7 +217,7 @@ TABLE: tuple[Option, ...] = (
            " - for standard input), all checked before anything is sent", metavar="FILE",
            group="run"),
     Option("recrawl_from", ("--recrawl-from",), rules.path, "str | PathLike[str]",
-           "FILE holds an earlier crawl's records (-o): ask each page whether it changed"
+           "FILE holds an earlier crawl's records (--records): ask each page whether it changed"
            " (If-None-Match, If-Modified-Since) and follow an unchanged one's earlier links",
            field="recrawl", rule=rules.FLAG, as_is=False, metavar="FILE", group="run"),
     Option("recrawl_warc", ("--recrawl-warc",), rules.path, "str | PathLike[str]",
@@ -243,12 +243,19 @@ TABLE: tuple[Option, ...] = (
     Option("state", ("--state",), rules.path, "str | PathLike[str]", "with --local: keep the"
            " crawl on disk in DIR; after an interruption, the same command carries on where it"
            " stopped", metavar="DIR", group="run"),
-    Option("output", ("-o", "--output"), rules.path, "str | PathLike[str]", "with --local or"
-           " --wait: a record per URL, JSON lines (CSV for FILE.csv; - for standard output)",
-           metavar="FILE", group="run"),
-    Option("items", ("--items",), rules.items, "str", "with --local or --wait: the handler's"
-           " items, JSON lines (CSV for FILE.csv) or a PostgreSQL table"
+    Option("output", ("-o", "--output"), rules.feed, "str | PathLike[str]", "with --local or"
+           " --wait: the crawl's feed: the handler's items as it made them (without"
+           " --handler: a record per URL); JSON lines, one JSON array for FILE.json, CSV for"
+           " FILE.csv, - for standard output, or (items) a PostgreSQL table"
            " (postgresql://user@host:port/db?table=NAME)", metavar="FILE|URL", group="run"),
+    Option("records", ("--records",), rules.path, "str | PathLike[str]", "with --local or"
+           " --wait: a record per URL, also with --handler; JSON lines (one JSON array for"
+           " FILE.json, CSV for FILE.csv; - for standard output)", metavar="FILE",
+           group="run"),
+    Option("items", ("--items",), rules.items, "str", "with --local or --wait: the handler's"
+           " items, each in an envelope saying where it came from (crawl_id, url, index):"
+           " JSON lines (CSV for FILE.csv) or a PostgreSQL table", metavar="FILE|URL",
+           group="run"),
     Option("dashboard", ("--dashboard",), rules.port, "int", "with --wait or --local: serve"
            " the crawl's live page on 127.0.0.1:PORT meanwhile", metavar="PORT", group="run"),
     Option("stats", ("--stats",), rules.path, "str | PathLike[str]", "with --local or --wait:"
@@ -290,7 +297,7 @@ RULES: dict[str, Rule[Any]] = {
 
 #: The keywords :func:`crawler.api.seed` and :class:`crawler.api.Crawl` name themselves
 #: (typed there), left out of :class:`Keywords`.
-API_OWN = ("handler", "threads", "processes", "state", "output")
+API_OWN = ("handler", "threads", "processes", "state", "output", "records")
 
 
 # Written by `python -m crawler.option_table` from TABLE; tests/test_option_table.py

@@ -11,18 +11,20 @@ as it is, whose every field mypy knows by name and type.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, TypedDict, cast
+from typing import IO, Any, Protocol, TypedDict, cast
 
 import requests
 
 from crawler.archiving.warc import Stored
 from crawler.errors import Answered
+from crawler.json_array import JsonArrayFile, NotAnArray
 from crawler.outcomes import ANSWERED, CRAWLED, NOT_HTML, SITEMAP
 
 
@@ -267,8 +269,10 @@ def cut_partial_line(path: Path) -> int:
 
 
 class RecordFile:
-    """``--output``: one complete line per record even when interrupted.  JSON lines, or
-    CSV for a ``.csv`` path (a spreadsheet's: links counted); ``-`` is standard output.
+    """``--records`` (and ``-o`` without a handler): one complete line per record even
+    when interrupted.  JSON lines, CSV for a ``.csv`` path (a spreadsheet's: links
+    counted), one JSON array for a ``.json`` path (valid JSON after every record:
+    :class:`~crawler.json_array.JsonArrayFile`); ``-`` is standard output.
 
     Parameters:
       path(Path): The file, made anew; ``-`` for standard output.
@@ -278,17 +282,24 @@ class RecordFile:
 
     def __init__(self, path: Path, *, append: bool = False) -> None:
         self.path = path
-        self._csv = path.suffix.lower() == ".csv"
+        suffix = path.suffix.lower()
+        self._csv = suffix == ".csv"
         self._owned = str(path) != "-"
+        self._array: JsonArrayFile | None = None
+        self._file: IO[str] | None = None
+        self._lock = threading.Lock()
+        if self._owned and suffix == ".json":
+            try:
+                self._array = JsonArrayFile(path, append=append)
+            except NotAnArray as e:
+                raise OSError(errno.EINVAL, str(e)) from e
+            return
         fresh = True
         if append and self._owned and path.exists():
             fresh = cut_partial_line(path) == 0
         mode = "a" if append else "w"
-        self._file: IO[str] | None = (
-            path.open(mode, encoding="utf-8", newline="") if self._owned else sys.stdout
-        )
-        self._lock = threading.Lock()
-        if self._csv and self._file is not None and fresh:
+        self._file = path.open(mode, encoding="utf-8", newline="") if self._owned else sys.stdout
+        if self._csv and fresh:
             csv.writer(self._file).writerow(RECORD_FIELDS)
 
     def write(self, record: Record) -> None:
@@ -306,14 +317,57 @@ class RecordFile:
             )
             line = row.getvalue()
         else:
-            line = json.dumps(public, ensure_ascii=False, allow_nan=False) + "\n"
+            line = json.dumps(public, ensure_ascii=False, allow_nan=False)
         with self._lock:
-            if self._file is not None:
-                self._file.write(line)
+            if self._array is not None:
+                self._array.write([line])
+            elif self._file is not None:
+                self._file.write(line if self._csv else line + "\n")
                 self._file.flush()
 
     def close(self) -> None:
         with self._lock:
+            if self._array is not None:
+                self._array.close()
+                self._array = None
             if self._file is not None and self._owned:
                 self._file.close()
             self._file = None
+
+
+class RecordSink(Protocol):
+    """Where records go: a :class:`RecordFile`, or :class:`RecordFiles`; :meth:`write`
+    raises :class:`OSError`, :attr:`path` then naming the file."""
+
+    path: Path
+
+    def write(self, record: Record) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class RecordFiles:
+    """Several record files as one (``-o`` and ``--records`` without a handler): each
+    record to each; :attr:`path` names the one a write failed in (the first before)."""
+
+    def __init__(self, files: list[RecordFile]) -> None:
+        self.files = files
+        self.path = files[0].path
+
+    def write(self, record: Record) -> None:
+        for file in self.files:
+            try:
+                file.write(record)
+            except OSError:
+                self.path = file.path
+                raise
+
+    def close(self) -> None:
+        failed: OSError | None = None
+        for file in self.files:
+            try:
+                file.close()
+            except OSError as e:
+                self.path, failed = file.path, failed or e
+        if failed is not None:
+            raise failed

@@ -4,7 +4,7 @@ Workers load it, and a crawl chooses it::
 
     crawler worker --handler examples.search_text:page_text
     crawler crawl --workers https://example.com/ --handler examples.search_text:page_text \\
-        --wait -o index.jsonl
+        --wait --records index.jsonl
 
 Each page's record then has ``"data": {"title": ..., "language": ..., "text": ..., "words":
 ...}``: the text of its ``<body>`` without scripts, styles and templates, white space

@@ -4,7 +4,7 @@ Workers load it, and a crawl chooses it::
 
     crawler worker --handler examples.titles:title_and_description
     crawler crawl --workers https://example.com/ --handler examples.titles:title_and_description \\
-        --wait -o pages.jsonl
+        --wait --records pages.jsonl
 
 or, in one process: ``crawler crawl --local URL --handler examples.titles:title_and_description``.
 Each page's record then has ``"data": {"title": ..., "description": ...}``.

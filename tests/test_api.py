@@ -35,7 +35,7 @@ def test_a_local_crawl_from_code_yields_each_record_with_its_handler_s_data(
 ) -> None:
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=4))
     output = tmp_path / "records.jsonl"
-    crawl = Crawl([site.url(page_path(0))], threads=4, handler=body_size, output=output)
+    crawl = Crawl([site.url(page_path(0))], threads=4, handler=body_size, records=output)
 
     records = list(crawl)
 
@@ -45,7 +45,7 @@ def test_a_local_crawl_from_code_yields_each_record_with_its_handler_s_data(
     for record in crawled:
         path = record["url"].removeprefix(site.base_url)
         assert record["data"] == {"bytes": len(site.pages[path].body), "final": record["url"]}
-    assert len(output.read_text().splitlines()) == PAGES  # -o, as the command writes it
+    assert len(output.read_text().splitlines()) == PAGES  # --records, as the command writes it
 
 
 def test_options_are_the_command_s_and_a_wrong_one_says_so(site: SiteServer) -> None:

@@ -240,7 +240,7 @@ def test_a_local_crawl_follows_only_what_its_handler_enqueues_with_follow_handle
     chosen_site(site)
     output = tmp_path / "records.jsonl"
     crawled = seed(environment(), site.url("/start.html"), "--local", "--follow-relative",
-                   "--handler", CHOOSER, "--follow", follow, "-o", str(output))  # fmt: skip
+                   "--handler", CHOOSER, "--follow", follow, "--records", str(output))  # fmt: skip
 
     assert crawled.returncode == 0, crawled.stderr[-3000:]
     records = {record["url"]: record.get("data") for record in read_records(output)}
@@ -267,7 +267,7 @@ def test_workers_follow_only_what_the_handler_enqueues(
     workers = WorkerProcesses(env, processes=1, threads=2)
     try:
         crawled = seed(env, site.url("/start.html"), "--handler", CHOOSER, "--follow",
-                       "handlers", "--wait", "-o", str(output))  # fmt: skip
+                       "handlers", "--wait", "--records", str(output))  # fmt: skip
     finally:
         assert workers.stop() == 0
 

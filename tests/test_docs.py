@@ -279,7 +279,7 @@ SAMPLE_VALUES = {
     "input_file": "FILE", "recrawl_from": "FILE", "recrawl_warc": "DIR",
     "crawl_id": "5c0e" + "0" * 28, "log_level": "INFO", "log_file": "FILE",
     "stats": "FILE", "threads": "1", "processes": "2", "state": "DIR",
-    "output": "FILE", "items": "FILE", "dashboard": "8501",
+    "output": "FILE", "records": "FILE", "items": "FILE", "dashboard": "8501",
 }  # fmt: skip
 
 

@@ -115,7 +115,9 @@ def test_local_crawl_runs_generator_async_and_json_handlers(
 ) -> None:
     shop(site)
     output = tmp_path / "records.jsonl"
-    done = seed(environment(), site.url("/"), "--local", "--handler", ROUTER, "-o", str(output))
+    done = seed(
+        environment(), site.url("/"), "--local", "--handler", ROUTER, "--records", str(output)
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     check_shop(site, output)
     skipped = [line for line in done.stderr.splitlines() if "since it's not HTML" in line]
@@ -137,7 +139,7 @@ def test_workers_run_generator_async_and_json_handlers(
     output = tmp_path / "records.jsonl"
     workers = WorkerProcesses(env, processes=1, threads=2)
     try:
-        done = seed(env, site.url("/"), "--handler", ROUTER, "--wait", "-o", str(output))
+        done = seed(env, site.url("/"), "--handler", ROUTER, "--wait", "--records", str(output))
     finally:
         assert workers.stop() == 0
     assert done.returncode == 0, done.stderr[-2000:]
@@ -187,7 +189,7 @@ def test_a_handler_s_own_stages_run_each_hook_in_order_at_its_place(
     output = tmp_path / "records.jsonl"
     done = seed(
         environment(), site.url("/"), "--local", "--handler", "tests.yield_handlers:hooked",
-        "-o", str(output),
+        "--records", str(output),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     data = {record["url"]: record["data"] for record in read_records(output)}

@@ -39,7 +39,7 @@ def test_the_documented_local_handler_commands_work_from_the_repository_root(
     site.pages.update(generate_site(site.base_url, pages=3, links_per_page=2))
     url = site.url(page_path(0))
     crawled = console(
-        environment(), PROJECT_ROOT, "crawl", "--local", url, "--handler", handler, "-o", "-"
+        environment(), PROJECT_ROOT, "crawl", "--local", url, "--handler", handler, "--records", "-"
     )
     assert crawled.returncode == 0, crawled.stderr[-2000:]
     data = data_of(crawled.stdout)
@@ -53,7 +53,15 @@ def test_a_handler_module_in_the_current_directory_is_found_by_a_local_crawl(
     site.pages.update(generate_site(site.base_url, pages=2, links_per_page=1))
     url = site.url(page_path(0))
     crawled = console(
-        environment(), tmp_path, "crawl", "--local", url, "--handler", "mine:where", "-o", "-"
+        environment(),
+        tmp_path,
+        "crawl",
+        "--local",
+        url,
+        "--handler",
+        "mine:where",
+        "--records",
+        "-",
     )
     assert crawled.returncode == 0, crawled.stderr[-2000:]
     assert sorted(str(d["found_at"]) for d in data_of(crawled.stdout)) == sorted(
@@ -85,7 +93,16 @@ def test_crawler_worker_loads_a_handler_from_the_current_directory(
     try:
         url = site.url(page_path(0))
         crawled = console(
-            env, tmp_path, "crawl", "--workers", url, "--handler", "mine:where", "--wait", "-o", "-"
+            env,
+            tmp_path,
+            "crawl",
+            "--workers",
+            url,
+            "--handler",
+            "mine:where",
+            "--wait",
+            "--records",
+            "-",
         )
     finally:
         os.killpg(worker.pid, 15)

@@ -174,7 +174,7 @@ def test_a_local_crawl_whose_handler_misbehaves_ends_by_itself_with_every_record
         "--local",
         "--handler",
         "tests.page_handlers:misbehaving",
-        "-o",
+        "--records",
         str(output),
     )
     took = time.monotonic() - started
@@ -207,7 +207,7 @@ def test_local_crawl_puts_each_example_handler_s_data_in_the_records(
             "--local",
             "--handler",
             handler,
-            "-o",
+            "--records",
             str(output),
         )
         assert crawled.returncode == 0, crawled.stderr
@@ -236,7 +236,7 @@ def test_a_failing_handler_loses_no_link_retries_no_fetch_and_says_why(
         "--local",
         "--handler",
         "tests.page_handlers:failing",
-        "-o",
+        "--records",
         str(output),
     )
 
@@ -267,7 +267,7 @@ def test_handler_urls_are_followed_within_the_crawl_s_scope(
         "tests.page_handlers:hidden_links",
         "--max-pages",
         "10",
-        "-o",
+        "--records",
         str(output),
     )
     assert crawled.returncode == 0, crawled.stderr
@@ -305,7 +305,7 @@ def test_a_handler_s_url_that_cannot_be_parsed_is_dropped_and_counted_in_local_m
         "--local",
         "--handler",
         "tests.page_handlers:malformed_follow",
-        "-o",
+        "--records",
         str(output),
     )
     assert crawled.returncode == 0, crawled.stderr[-3000:]
@@ -323,7 +323,7 @@ def test_a_handler_s_url_that_cannot_be_parsed_is_dropped_and_counted_on_workers
     workers = WorkerProcesses(env, processes=1, threads=2)
     try:
         crawled = seed(
-            env, site.url(page_path(0)), "--handler", handler, "--wait", "-o", str(output)
+            env, site.url(page_path(0)), "--handler", handler, "--wait", "--records", str(output)
         )
     finally:
         assert workers.stop() == 0
@@ -365,7 +365,7 @@ def test_workers_run_the_handler_a_crawl_chooses_and_refuse_one_they_did_not_loa
             "--handler",
             "tests.page_handlers:heading",
             "--wait",
-            "-o",
+            "--records",
             str(output),
         )
         unknown = seed(env, site.url(page_path(0)), "--handler", "tests.page_handlers:failing")

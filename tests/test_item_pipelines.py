@@ -151,7 +151,7 @@ def test_a_local_crawl_s_items_pass_through_the_router_s_and_the_named_pipelines
     records, items = tmp_path / "records.jsonl", tmp_path / "items.jsonl"
     done = seed(
         environment(), site.url("/"), "--local", "--handler", ROUTER,
-        *(f"--pipeline={name}" for name in NAMED), "-o", str(records), "--items", str(items),
+        *(f"--pipeline={name}" for name in NAMED), "--records", str(records), "--items", str(items),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     check_items(site, records, items)
@@ -196,7 +196,7 @@ def test_workers_pass_items_through_the_pipelines_and_count_those_dropped(
     try:
         done = seed(
             env, site.url("/"), "--handler", ROUTER, *(f"--pipeline={name}" for name in NAMED),
-            "--wait", "-o", str(records), "--items", str(items),
+            "--wait", "--records", str(records), "--items", str(items),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         check_items(site, records, items)

@@ -68,7 +68,7 @@ def test_a_local_crawl_writes_every_item_once_as_json_lines(
     items, records = tmp_path / "items.jsonl", tmp_path / "records.jsonl"
     done = crawler(
         environment(), "crawl", "--local", chain(site), "--handler", HANDLER,
-        "--items", str(items), "-o", str(records),
+        "--items", str(items), "--records", str(records),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"{PAGES * PER_PAGE} items" in done.stdout
@@ -153,7 +153,7 @@ def test_an_item_holding_u0000_is_stored_in_postgresql_and_the_crawl_goes_on(
     pages, records = 12, tmp_path / "records.jsonl"
     done = crawler(
         environment(), "crawl", "--local", chain(site, pages), "--handler", NUL_HANDLER,
-        "--items", f"{postgres.url}?table=nul", "-o", str(records),
+        "--items", f"{postgres.url}?table=nul", "--records", str(records),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
@@ -253,7 +253,7 @@ def test_postgresql_going_down_under_a_waiting_seeder_loses_no_item(
     try:
         process = subprocess.Popen(
             [CRAWLER, "crawl", "--workers", site.url(page_path(0)), "--handler", HANDLER, "--wait",
-             "--items", f"{server.url}?table=unsent", "-o", str(records)],
+             "--items", f"{server.url}?table=unsent", "--records", str(records)],
             cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip

@@ -298,7 +298,7 @@ def test_a_handler_reads_the_rendered_page(site: SiteServer, tmp_path: Path) -> 
     output = tmp_path / "records.jsonl"
     done = run_local(
         seed_url, "--render", "--max-pages", "1", "--handler", "tests.page_handlers:links_seen",
-        "-o", str(output),
+        "--records", str(output),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     (record,) = records_of(output)

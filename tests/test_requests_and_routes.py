@@ -86,7 +86,13 @@ def test_a_local_crawl_routes_each_detail_page_by_its_label_with_its_data(
     listing_site(site)
     output = tmp_path / "records.jsonl"
     crawled = seed(
-        environment(), site.url("/start.html"), "--local", "--handler", HANDLER, "-o", str(output)
+        environment(),
+        site.url("/start.html"),
+        "--local",
+        "--handler",
+        HANDLER,
+        "--records",
+        str(output),
     )
 
     assert crawled.returncode == 0, crawled.stderr[-3000:]
@@ -111,7 +117,7 @@ def test_workers_carry_labels_and_data_in_the_messages_of_the_urls_they_lead_to(
     workers = WorkerProcesses(env, processes=1, threads=2)
     try:
         crawled = seed(
-            env, site.url("/start.html"), "--handler", HANDLER, "--wait", "-o", str(output)
+            env, site.url("/start.html"), "--handler", HANDLER, "--wait", "--records", str(output)
         )
     finally:
         assert workers.stop() == 0
@@ -293,7 +299,7 @@ def test_a_handler_timeout_shorter_than_a_slow_handler_fails_that_step_only(
         HANDLER,
         "--handler-timeout",
         "0.3",
-        "-o",
+        "--records",
         str(output),
     )
 

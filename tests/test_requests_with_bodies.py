@@ -185,7 +185,7 @@ def test_a_login_holds_for_the_crawl_s_pages_on_local(site: SiteServer, tmp_path
     records, items = tmp_path / "records.jsonl", tmp_path / "orders.jsonl"
     env = environment(SHOP_USER=USER, SHOP_PASSWORD=PASSWORD)
     done = seed(
-        env, site.url("/login"), "--local", "--handler", LOGIN, "-o", str(records),
+        env, site.url("/login"), "--local", "--handler", LOGIN, "--records", str(records),
         "--items", str(items),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -210,7 +210,7 @@ def test_a_login_on_one_worker_holds_on_every_worker_and_in_no_other_crawl(
     workers = WorkerProcesses(env, processes=2, threads=2)
     try:
         done = seed(
-            env, site.url("/login"), "--handler", LOGIN, "--wait", "-o", str(records),
+            env, site.url("/login"), "--handler", LOGIN, "--wait", "--records", str(records),
             "--items", str(items),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
@@ -254,7 +254,7 @@ def test_the_search_api_example_posts_each_page_s_query_once(
     items, pages = tmp_path / "results.jsonl", tmp_path / "pages.jsonl"
     done = seed(
         environment(), site.url("/search.html"), "--local", "--handler", SEARCH,
-        "--items", str(items), "-o", str(pages),
+        "--items", str(items), "--records", str(pages),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     check_search(site, items, pages)
@@ -281,13 +281,13 @@ def test_workers_post_each_page_s_query_once_and_refuse_a_bad_request_alone(
         pages = tmp_path / "pages.jsonl"
         done = seed(
             env, site.url("/search.html"), "--handler", SEARCH, "--wait", "--items", str(items),
-            "-o", str(pages),
+            "--records", str(pages),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         check_search(site, items, pages)
         bad = seed(
             env, site.url("/"), "--handler", "tests.bad_requests:asks_badly", "--wait",
-            "-o", str(records),
+            "--records", str(records),
         )  # fmt: skip
         assert bad.returncode == 0, bad.stderr[-2000:]
     finally:
@@ -307,7 +307,7 @@ def test_a_refused_request_is_said_in_the_record_and_the_log_and_the_page_stands
     items = tmp_path / "items.jsonl"
     done = seed(
         environment(), site.url("/"), "--local", "--handler", "tests.bad_requests:asks_badly",
-        "-o", str(records), "--items", str(items),
+        "--records", str(records), "--items", str(items),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     front = {r["url"]: r for r in read_records(records)}[site.url("/")]

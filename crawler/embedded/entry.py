@@ -35,9 +35,9 @@ from crawler.errors import why
 from crawler.frontier import politeness, recrawl
 from crawler.frontier.scope import message_of, priority
 from crawler.handlers import Handler
-from crawler.items.sinks import ItemSink, ItemSinkError, open_sink
+from crawler.items.sinks import ItemSink, ItemSinkError, ItemSinks, open_sink
 from crawler.options import CrawlOptions
-from crawler.records import Record, RecordFile
+from crawler.records import Record, RecordFile, RecordFiles, RecordSink
 from crawler.rendering import Renderer
 from crawler.stores import STORE_ERRORS, Stores
 from crawler.stores.memcached import MemcachedError
@@ -186,14 +186,48 @@ def _stopped(why: str, progress: Progress | None) -> int:
 
 
 def open_items(spec: CrawlSpec, saved: SavedState | None = None) -> ItemSink | None:
-    """``--items``' sink, opened before anything is sent (added to when ``saved``
-    carries a crawl on: its items under its crawl id); :class:`ItemSinkError` when it
-    cannot be."""
-    if spec.items is None:
+    """Where the handler's items go, opened before anything is sent (added to when
+    ``saved`` carries a crawl on: its items under its crawl id): the feed (``-o``, each
+    item as the handler made it) when the crawl has a handler, and ``--items`` (each
+    in its envelope); :class:`ItemSinkError` when one cannot be opened (those opened
+    closed again)."""
+    addresses = [(spec.output, False)] if spec.output is not None and spec.handled else []
+    if spec.items is not None:
+        addresses.append((spec.items, True))
+    if not addresses:
         return None
     crawl_id = (saved.fact("crawl_id") if saved is not None else None) or spec.options.crawl_id
     assert crawl_id is not None
-    return open_sink(spec.items, crawl_id, append=saved is not None)
+    sinks: list[ItemSink] = []
+    try:
+        for address, envelope in addresses:
+            sinks.append(open_sink(address, crawl_id, append=saved is not None, envelope=envelope))
+    except BaseException:
+        for sink in sinks:
+            with contextlib.suppress(ItemSinkError):
+                sink.close()
+        raise
+    return ItemSinks(sinks)
+
+
+def say_if_the_feed_is_empty(
+    spec: CrawlSpec, items: ItemSink | None, status: int, progress: Progress | None
+) -> None:
+    """A crawl whose handler made no item, ended: one line saying that its feed (``-o``)
+    is then empty, and where the handler's ``data`` is (logged for the API's)."""
+    if not (spec.handled and spec.output is not None and isinstance(items, ItemSinks)):
+        return
+    if items.written or items.failed or status not in (0, 1):
+        return
+    said = (
+        f"note: -o {spec.output} holds the handler's items (Handled(items=[...]), or yielded),"
+        " and it made none; what it returned for each page (data) is in the records:"
+        " --records FILE"
+    )
+    if progress is not None:
+        logger.warning("%s", said)
+    else:
+        print(said, file=sys.stderr, flush=True)
 
 
 def _make_warc_directory(warc: str | None) -> None:
@@ -211,8 +245,10 @@ def _make_warc_directory(warc: str | None) -> None:
 
 
 def _said(spec: CrawlSpec) -> TextIO:
-    """Where what the command says goes: with records on standard output (-o -), stderr."""
-    return sys.stderr if spec.output is not None and str(spec.output) == "-" else sys.stdout
+    """Where what the command says goes: with records or items on standard output
+    (``-o -``, ``--records -``, ``--items -``), stderr."""
+    outputs = (spec.output, spec.records, spec.items)
+    return sys.stderr if any(str(name) == "-" for name in outputs if name) else sys.stdout
 
 
 def _seed_for_workers(
@@ -224,7 +260,7 @@ def _seed_for_workers(
 ) -> int:
     """Seed the crawl for workers, and with ``--wait`` follow it to its end."""
     crawl_options = spec.options
-    output = open_output(spec.output)
+    output = open_records(spec)
     try:
         items = open_items(spec)
     except BaseException:
@@ -250,6 +286,8 @@ def _seed_for_workers(
                 progress=following,
             )
         )
+    if spec.wait and not spec.adding:
+        say_if_the_feed_is_empty(spec, items, status, None)
     return status if following is None else one_process.write_stats(spec, following, status)
 
 
@@ -314,11 +352,13 @@ def _crawl_here(
         contextlib.ExitStack() as dashboard,
     ):
         if spec.crawling_processes > 1:  # one shard of the crawl a process
-            return processes.run(
+            status = processes.run(
                 crawl, parts_of, seeds, spec, output=output,
                 earlier=None if not earlier else (str(crawl_options.crawl_id), earlier),
                 on_record=on_record, stop=stop, progress=progress, items=items,
             )  # fmt: skip
+            say_if_the_feed_is_empty(spec, items, status, progress)
+            return status
         if saved is not None and warc is not None and warc.is_dir():
             cut_partial_records(warc)  # a record the interruption cut short
         here = parts_of(Stores.in_memory(warc, None if saved is None else SavedClient(saved)))
@@ -335,6 +375,8 @@ def _crawl_here(
             on_record=on_record, stop=stop, progress=progress, items=items,
             warc_files=None if warc is None else here.stores.warc_files,
         )  # fmt: skip
+        if saved is None or len(seeds):  # not a crawl carried on: it began here
+            say_if_the_feed_is_empty(spec, items, status, progress)
         if served is not None and status != 130:  # 130: interrupted, the command stops
             _dashboard_stays(served, crawl_options, quiet=quiet)
         return status
@@ -342,12 +384,13 @@ def _crawl_here(
 
 def _open_files(
     spec: CrawlSpec, saved: SavedState | None
-) -> tuple[RecordFile | None, ItemSink | None]:
-    """``--output`` and ``--items`` of a local crawl, appended to when it carries on;
+) -> tuple[RecordSink | None, ItemSink | None]:
+    """The records and items files of a local crawl (:func:`open_records`,
+    :func:`open_items`), appended to when it carries on;
     on a failure, what was opened (``saved`` too) closed again."""
     output = None
     try:
-        output = open_output(spec.output, append=saved is not None)
+        output = open_records(spec, append=saved is not None)
         return output, open_items(spec, saved)
     except BaseException:
         if saved is not None:
@@ -477,14 +520,32 @@ def open_state(spec: CrawlSpec, seeds: seeder.Messages) -> tuple[SavedState, see
         raise
 
 
-def open_output(path: Path | None, *, append: bool = False) -> RecordFile | None:
-    """The ``--output`` file, opened before anything is enqueued (added to with
-    ``append``), or a usage error."""
-    if path is None:
+def open_records(spec: CrawlSpec, *, append: bool = False) -> RecordSink | None:
+    """Where the crawl's records go, opened before anything is enqueued (added to with
+    ``append``): ``--records``, and ``-o`` when the crawl has no handler (its records
+    are its feed); a usage error when one cannot be opened."""
+    paths = [("--output", Path(spec.output))] if spec.output and not spec.handled else []
+    if spec.records is not None:
+        paths.append(("--records", spec.records))
+    files: list[RecordFile] = []
+    try:
+        for flag, path in paths:
+            files.append(open_output(path, append=append, flag=flag))
+    except BaseException:
+        for file in files:
+            file.close()
+        raise
+    if not files:
         return None
+    return files[0] if len(files) == 1 else RecordFiles(files)
+
+
+def open_output(path: Path, *, append: bool = False, flag: str = "--output") -> RecordFile:
+    """A records file (``flag``'s), opened before anything is enqueued (added to with
+    ``append``), or a usage error."""
     try:
         return RecordFile(path, append=append)
     except OSError as e:
         if no_room(e):
             raise DiskFull(path) from e
-        raise CrawlError(f"cannot write --output {str(path)!r}: {e.strerror or e}") from e
+        raise CrawlError(f"cannot write {flag} {str(path)!r}: {e.strerror or e}") from e

@@ -34,7 +34,7 @@ from crawler.items import counting as item_counts
 from crawler.items.sinks import ItemSink, ItemSinkError
 from crawler.middleware import QuickRetries, install
 from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
-from crawler.records import Record, RecordFile, page_name
+from crawler.records import Record, RecordSink, page_name
 from crawler.stores import StorePool
 from crawler.stores.saved import CRASH_LOG_NAME, DiskFull, SavedState, no_room
 from crawler.tracking import figures, seeder, statistics
@@ -81,7 +81,7 @@ def run(
     seeds: seeder.Messages,
     spec: CrawlSpec,
     *,
-    output: RecordFile | None,
+    output: RecordSink | None,
     saved: SavedState | None = None,
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,
@@ -202,7 +202,7 @@ def workers(
 def keeper(
     progress: Progress,
     full: NoRoom,
-    output: RecordFile | None,
+    output: RecordSink | None,
     on_record: Callable[[Record], None] | None,
     items: ItemSink | None = None,
 ) -> Callable[[Record, Any], None]:
@@ -256,7 +256,7 @@ def _wait(
 
 def close_files(
     full: NoRoom,
-    output: RecordFile | None,
+    output: RecordSink | None,
     saved: SavedState | None,
     warc_files: WarcFiles | None,
     items: ItemSink | None = None,

@@ -48,7 +48,7 @@ from crawler.frontier import claims, recrawl
 from crawler.items.sinks import ItemSink, ItemSinkError
 from crawler.links import sites
 from crawler.options import CrawlOptions
-from crawler.records import Record, RecordFile
+from crawler.records import Record, RecordSink
 from crawler.stores import Stores
 from crawler.stores.saved import DiskFull
 from crawler.tracking import seeder
@@ -84,7 +84,7 @@ def run(
     seeds: seeder.Messages,
     spec: CrawlSpec,
     *,
-    output: RecordFile | None,
+    output: RecordSink | None,
     earlier: tuple[str, list[tuple[str, recrawl.Earlier]]] | None = None,
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,

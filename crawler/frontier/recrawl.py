@@ -165,9 +165,10 @@ def read_records(
     unsendable: list[str] = []  # the validators left out, as "line N's etag"
     with lines:
         for number, line in enumerate(lines, 1):
-            if not line.strip():
+            text = line.strip()
+            if text in ("", "[", "]"):  # a JSON array's brackets (--records FILE.json)
                 continue
-            record = _record(path, number, line)
+            record = _record(path, number, text.removesuffix(","))
             records += 1
             hosts.add(urlsplit(record["url"]).hostname)
             if record["outcome"] not in PAGES:

@@ -17,6 +17,12 @@ U+0000 in a string or a key, which would stop the crawl for one item: the Postgr
 sink stores U+FFFD in its place (:func:`jsonb_storable`).  The files keep every item
 as it is.
 
+The crawl's feed (``-o FILE`` with a handler) is such a sink without the envelope
+(``envelope=False``): each item as the handler made it, a JSON line each (``-``:
+standard output), one JSON array for ``FILE.json`` (:class:`JsonArraySink`), CSV
+columns of the first item's keys and ``_extra``; a PostgreSQL table is the same table
+either way, its key in columns of their own.
+
 A sink that cannot write raises :class:`ItemSinkError`, one line saying why: the crawl
 stops (:mod:`crawler.embedded.one_process`, :mod:`crawler.tracking.seeder`).
 """
@@ -26,12 +32,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import IO, Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from crawler.items.addresses import is_database, table_of
+from crawler.json_array import JsonArrayFile, NotAnArray
 from crawler.records import cut_partial_line
 
 #: The PostgreSQL table's definition (``{table}``: its name, quoted).
@@ -79,20 +87,59 @@ def shown_address(address: str) -> str:
     return urlunsplit(split._replace(netloc=f"{split.username}:***@{netloc}"))
 
 
-def open_sink(address: str, crawl_id: str, *, append: bool = False) -> ItemSink:
+def open_sink(
+    address: str, crawl_id: str, *, append: bool = False, envelope: bool = True
+) -> ItemSink:
     """The sink ``address`` names, open for the crawl ``crawl_id`` (a file added to with
-    ``append``: a crawl carried on); :class:`ItemSinkError` when it cannot be opened."""
+    ``append``: a crawl carried on); :class:`ItemSinkError` when it cannot be opened.
+    With ``envelope`` (``--items``) each item in a file says where it came from; without
+    (the feed, ``-o``) it is written as the handler made it, and ``FILE.json`` is one
+    JSON array, ``-`` standard output."""
     if is_database(address):
         return PostgresSink(address, crawl_id)
     path = Path(address)
     if path.suffix.lower() == ".csv":
-        return CsvSink(path, crawl_id, append=append)
-    return JsonLinesSink(path, crawl_id, append=append)
+        return CsvSink(path, crawl_id, append=append, envelope=envelope)
+    if not envelope and path.suffix.lower() == ".json":
+        return JsonArraySink(path, crawl_id, append=append)
+    return JsonLinesSink(path, crawl_id, append=append, envelope=envelope)
+
+
+class ItemSinks:
+    """The sinks of a crawl as one (``-o`` and ``--items``), written in order: a page's
+    items go to each; the first that fails raises its error, naming it.  Counts the
+    items all took (:attr:`written`), and whether one failed (:attr:`failed`)."""
+
+    def __init__(self, sinks: list[ItemSink]) -> None:
+        self.sinks = sinks
+        self.name = " and ".join(sink.name for sink in sinks)
+        self.written, self.failed = 0, False
+
+    def write(self, url: str, items: list[dict[str, Any]]) -> None:
+        try:
+            for sink in self.sinks:
+                sink.write(url, items)
+        except ItemSinkError:
+            self.failed = True
+            raise
+        self.written += len(items)
+
+    def close(self) -> None:
+        failed: ItemSinkError | None = None
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except ItemSinkError as e:
+                failed = failed or e
+        if failed is not None:
+            raise failed
 
 
 def _file(path: Path, append: bool) -> tuple[IO[str], bool]:
     """``path`` opened to write (after its last whole line, with ``append``), and
-    whether it is empty."""
+    whether it is empty; ``-``: standard output."""
+    if str(path) == "-":
+        return sys.stdout, True
     try:
         fresh = not (append and path.exists()) or cut_partial_line(path) == 0
         return path.open("a" if append else "w", encoding="utf-8", newline=""), fresh
@@ -126,50 +173,98 @@ class _FileSink:
 
     def close(self) -> None:
         with self._lock:
+            if self._file is sys.stdout:
+                return
             try:
                 self._file.close()
             except OSError as e:
                 raise ItemSinkError(f"cannot write items to {self.name!r}: {e}") from e
 
 
+def _json(value: Any) -> str:
+    """``value`` as strict JSON text, on one line."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
 class JsonLinesSink(_FileSink):
-    """``--items FILE``: a JSON object a line, the item under ``item`` (strict JSON)."""
+    """``--items FILE``: a JSON object a line, the item under ``item`` (strict JSON);
+    without ``envelope`` (``-o FILE``, ``-o -``), the item itself."""
+
+    def __init__(self, path: Path, crawl_id: str, *, append: bool, envelope: bool = True) -> None:
+        super().__init__(path, crawl_id, append=append)
+        self.envelope = envelope
 
     def _lines(self, url: str, items: list[dict[str, Any]]) -> str:
+        if not self.envelope:
+            return "".join(_json(item) + "\n" for item in items)
         return "".join(
-            json.dumps(
-                {"crawl_id": self.crawl_id, "url": url, "index": index, "item": item},
-                ensure_ascii=False,
-                allow_nan=False,
-            )
-            + "\n"
+            _json({"crawl_id": self.crawl_id, "url": url, "index": index, "item": item}) + "\n"
             for index, item in enumerate(items)
         )
 
 
-class CsvSink(_FileSink):
-    """``--items FILE.csv``: the columns the module says, the first item's keys among
-    them (read back from the header of a file carried on)."""
+class JsonArraySink:
+    """``-o FILE.json`` with a handler: one JSON array of the items as the handler made
+    them, valid JSON after each page's write (:class:`~crawler.json_array.JsonArrayFile`),
+    added to when carried on.  Under a lock."""
 
     def __init__(self, path: Path, crawl_id: str, *, append: bool) -> None:
+        self.path, self.crawl_id, self.name = path, crawl_id, str(path)
+        try:
+            self._array: JsonArrayFile | None = JsonArrayFile(path, append=append)
+        except NotAnArray as e:
+            raise ItemSinkError(f"cannot write items to {self.name!r}: {e}") from e
+        except OSError as e:
+            raise ItemSinkError(f"cannot write items to {self.name!r}: {e.strerror or e}") from e
+        self._lock = threading.Lock()
+
+    def write(self, url: str, items: list[dict[str, Any]]) -> None:
+        if not items:
+            return
+        values = [_json(item) for item in items]
+        with self._lock:
+            try:
+                if self._array is None:
+                    raise ValueError("closed")
+                self._array.write(values)
+            except (OSError, ValueError) as e:
+                raise ItemSinkError(
+                    f"cannot write items to {self.name!r}: {getattr(e, 'strerror', None) or e}"
+                ) from e
+
+    def close(self) -> None:
+        with self._lock:
+            if self._array is not None:
+                self._array.close()
+                self._array = None
+
+
+class CsvSink(_FileSink):
+    """``--items FILE.csv``: the columns the module says, the first item's keys among
+    them (read back from the header of a file carried on); without ``envelope``
+    (``-o FILE.csv``), the first item's keys and ``_extra`` alone."""
+
+    def __init__(self, path: Path, crawl_id: str, *, append: bool, envelope: bool = True) -> None:
         super().__init__(path, crawl_id, append=append)
+        self.first: tuple[str, ...] = CSV_FIRST if envelope else ()
         self.keys: list[str] | None = None
         if not self.fresh:
             with path.open(encoding="utf-8", newline="") as file:
                 header = next(csv.reader(file), [])
-            self.keys = header[len(CSV_FIRST) : -1]
+            self.keys = header[len(self.first) : -1]
 
     def _lines(self, url: str, items: list[dict[str, Any]]) -> str:
-        reserved = {*CSV_FIRST, CSV_EXTRA}
+        reserved = {*self.first, CSV_EXTRA}
         row = io.StringIO()
         writer = csv.writer(row)
         if self.keys is None:
             self.keys = [key for key in items[0] if key not in reserved]
-            writer.writerow([*CSV_FIRST, *self.keys, CSV_EXTRA])
+            writer.writerow([*self.first, *self.keys, CSV_EXTRA])
         for index, item in enumerate(items):
             extra = {key: value for key, value in item.items() if key not in self.keys}
             cells = [_cell(item.get(key)) for key in self.keys]
-            writer.writerow([self.crawl_id, url, index, *cells, _cell(extra or None)])
+            where = [self.crawl_id, url, index] if self.first else []
+            writer.writerow([*where, *cells, _cell(extra or None)])
         return row.getvalue()
 
 

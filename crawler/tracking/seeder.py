@@ -32,7 +32,7 @@ from crawler.outcomes import (
     eviction_warning,
     summary,
 )
-from crawler.records import Record, RecordFile, page_name, url_of
+from crawler.records import Record, RecordSink, page_name, url_of
 from crawler.stores import STORE_ERRORS, StorePool
 from crawler.tracking import dead_letters as dead_letter_queue
 from crawler.tracking import figures, record_queue, statistics
@@ -89,7 +89,7 @@ def seed(
     options: CrawlOptions,
     *,
     wait: bool,
-    output: RecordFile | None,
+    output: RecordSink | None,
     adding: bool = False,
     items: ItemSink | None = None,
     progress: Progress | None = None,
@@ -254,7 +254,7 @@ POLLED, BROKER_DOWN = "polled", "broker-down"
 def arrivals(
     reader: record_queue.Reader,
     ledger: Ledger,
-    output: RecordFile | None = None,
+    output: RecordSink | None = None,
     items: ItemSink | None = None,
 ) -> Iterator[Record | str]:
     """Each final record of the crawl once, as it arrives, until the ledger has nothing
@@ -296,7 +296,7 @@ def follow(
     crawl_id: str,
     seeds: list[str],
     reader: record_queue.Reader,
-    output: RecordFile | None,
+    output: RecordSink | None,
     keep_alive: KeepAlive,
     publishers_blocked: Callable[[], bool] = lambda: False,
     *,
@@ -367,7 +367,7 @@ def _note_blocked(progress: Progress, blocked: bool) -> None:
 def _close(
     reader: record_queue.Reader,
     ledger: Ledger,
-    output: RecordFile | None,
+    output: RecordSink | None,
     items: ItemSink | None,
 ) -> None:
     """What following a crawl opened, closed on any exit: workers then stop publishing
@@ -388,14 +388,14 @@ class Unsent:
     be written there either.
 
     Parameters:
-      output(RecordFile|None): ``--output``, which the file goes next to.
+      output(RecordSink|None): ``--output``, which the file goes next to.
       crawl_id(str): The crawl's id, on each line.
       error(ItemSinkError): Why the sink failed.
       paused(str): What the crawl became, as the line says it.
     """
 
     def __init__(
-        self, output: RecordFile | None, crawl_id: str, error: ItemSinkError, paused: str
+        self, output: RecordSink | None, crawl_id: str, error: ItemSinkError, paused: str
     ) -> None:
         self.path, self.crawl_id = unsent_path(output, crawl_id), crawl_id
         self.error, self.paused, self.recorded = error, paused, output is not None
@@ -423,7 +423,7 @@ class Unsent:
                 self.failed = self.failed or e
 
 
-def unsent_path(output: RecordFile | None, crawl_id: str) -> Path:
+def unsent_path(output: RecordSink | None, crawl_id: str) -> Path:
     """Where the items the sink did not take go: next to ``--output``'s file, else in
     the current directory."""
     name = f"items-{crawl_id}-unsent.jsonl"
@@ -452,7 +452,7 @@ def _pause_and_read_on(
     lifetimes: Lifetimes | None,
     reader: record_queue.Reader,
     ledger: Ledger,
-    output: RecordFile | None,
+    output: RecordSink | None,
     progress: Progress,
 ) -> Unsent:
     """Once the sink failed (``error``): the crawl paused (:func:`_pause`); the record
@@ -493,7 +493,7 @@ def _pause_and_read_on(
 
 
 def _set_aside(
-    record: Record, output: RecordFile | None, progress: Progress, unsent: Unsent, *, written: bool
+    record: Record, output: RecordSink | None, progress: Progress, unsent: Unsent, *, written: bool
 ) -> None:
     """A record read once the sink failed: its items to ``unsent`` and itself to
     ``output`` when it is ``written`` (the first of its URL), counted."""
@@ -519,7 +519,7 @@ def _sink_failed(progress: Progress, unsent: Unsent) -> int:
             f"{unsent.lost} item(s) could not be written to {where} either ({unsent.failed}"
             + (f"; {unsent.saved} are there, JSON lines" if unsent.saved else "")
             + "): "
-            + ("--output's records carry them" if unsent.recorded else "they are lost")
+            + ("the records file carries them" if unsent.recorded else "they are lost")
         )
     print(f"crawler: {unsent.error}; {kept}; {unsent.paused}", file=sys.stderr, flush=True)
     return 1
