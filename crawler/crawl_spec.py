@@ -116,6 +116,8 @@ class CrawlSpec:
       quiet(bool): No progress line, errors only logged (``-q``).
       log_file(Path): Write the log lines there, added to (``--log-file``).
       stats(Path): Write the crawl's statistics there at its end (``--stats``).
+      not_html_at_info(bool): Upstream's "not HTML" warning is a page's line, shown from
+        INFO (``crawler crawl``'s); else a warning, as upstream's seeder and workers log it.
       recrawl_from(Path): An earlier crawl's records: ask only whether each page changed
         (``--recrawl-from``; the options' ``recrawl``).
       recrawl_warc(Path): That crawl's WARC files, for its captures (``--recrawl-warc``).
@@ -138,6 +140,7 @@ class CrawlSpec:
     quiet: bool = False
     log_file: Path | None = None
     stats: Path | None = None
+    not_html_at_info: bool = False
     seed_file: SeedFile | None = None
     recrawl_from: Path | None = None
     recrawl_warc: Path | None = None
@@ -305,6 +308,7 @@ class CrawlSpec:
             quiet=given.get("quiet", False),
             log_file=given.get("log_file"),
             stats=given.get("stats"),
+            not_html_at_info="workers" in given,  # crawler crawl's: its own flag is there
             recrawl_from=given.get("recrawl_from"),
             recrawl_warc=given.get("recrawl_warc"),
         )

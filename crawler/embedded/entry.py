@@ -297,7 +297,10 @@ def _following(spec: CrawlSpec) -> Progress | None:
     if not spec.wait:
         return None
     progress = Progress(stream=None if spec.quiet else sys.stderr)
-    one_process.log_through(progress, spec.log_threshold, threading.Event(), spec.log_file)
+    one_process.log_through(
+        progress, spec.log_threshold, threading.Event(), spec.log_file,
+        not_html_at_info=spec.not_html_at_info,
+    )  # fmt: skip
     return progress
 
 

@@ -136,7 +136,10 @@ def progress_for(progress: Progress | None, spec: CrawlSpec, full: NoRoom) -> tu
     if progress is not None:
         return progress, True
     progress = Progress(stream=None if spec.quiet else sys.stderr)
-    log_through(progress, spec.log_threshold, quiet=full.event, log_file=spec.log_file)
+    log_through(
+        progress, spec.log_threshold, quiet=full.event, log_file=spec.log_file,
+        not_html_at_info=spec.not_html_at_info,
+    )  # fmt: skip
     return progress, False
 
 
@@ -474,11 +477,18 @@ class NoRoom:
 
 
 def log_through(
-    progress: Progress, level: int, quiet: threading.Event, log_file: Path | None = None
+    progress: Progress,
+    level: int,
+    quiet: threading.Event,
+    log_file: Path | None = None,
+    *,
+    not_html_at_info: bool = False,
 ) -> None:
     """Log lines of ``level`` and above through the progress bar (on stderr, or without
-    one), or to ``log_file``, none once ``quiet`` is set.  Upstream's "not HTML" line, a
-    warning on workers, is a page's line here: shown from INFO (:func:`page_line`)."""
+    one), or to ``log_file``, none once ``quiet`` is set.  With ``not_html_at_info``
+    (``crawler crawl``'s), upstream's "not HTML" line, a warning on workers, is a page's
+    line: shown from INFO (:func:`page_line`).  pika's own lines about a connection
+    (the seeder says in one line what it cannot reach) are shown at DEBUG only."""
     handler: logging.Handler
     if log_file is not None:
         try:
@@ -490,8 +500,10 @@ def log_through(
     else:
         handler = ProgressLogHandler(progress)
     handler.addFilter(lambda record: not quiet.is_set())
-    if level > logging.INFO:
+    if level > logging.INFO and not_html_at_info:
         handler.addFilter(lambda record: not page_line(record))
+    if level > logging.DEBUG:
+        handler.addFilter(lambda record: not record.name.startswith("pika"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
 
