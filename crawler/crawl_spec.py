@@ -19,7 +19,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -140,7 +140,7 @@ class CrawlSpec:
     quiet: bool = False
     log_file: Path | None = None
     stats: Path | None = None
-    not_html_at_info: bool = False
+    not_html_at_info: bool = field(default=False, compare=False)  # how it logs, not the crawl
     seed_file: SeedFile | None = None
     recrawl_from: Path | None = None
     recrawl_warc: Path | None = None
@@ -283,6 +283,7 @@ class CrawlSpec:
         urls = tuple(_checked_value("url", http_url, url) for url in seeds)
         seed_file = _seed_file(given["input_file"]) if "input_file" in given else None
         local, wait = _runs_here(given), given.get("wait", False)
+        given["local"] = local  # where it runs, as the options' checks read it (--warc's)
         output, records = given.get("output"), given.get("records")
         return cls(
             seeds=urls,

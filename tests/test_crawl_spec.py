@@ -232,7 +232,8 @@ def test_what_a_spec_says_of_how_the_crawl_runs_and_what_its_messages_carry() ->
     local = from_flags("--local", "--warc", "w", URL)
     assert local.fetching_threads == 8 and local.options.warc == str(Path("w").absolute())
     assert from_flags("--workers", "--warc", "w", URL).options.warc == "w"  # the workers'
-    assert from_flags("--warc", "w", URL).local  # crawler crawl crawls here
+    here = from_flags("--warc", "w", URL)  # crawler crawl crawls here: a directory here
+    assert here.local and here.options.warc == str(Path("w").absolute())
     with pytest.raises(
         CrawlError, match="--wait is for a crawl of workers: crawler crawl --workers URL --wait"
     ):
