@@ -17,7 +17,13 @@ from urllib.parse import urlsplit
 
 from crawler.errors import InvalidMessage
 from crawler.links.sites import site_of
-from crawler.option_rules import FOLLOW_HANDLERS, BadValue, warc_directory, warc_name
+from crawler.option_rules import (
+    FOLLOW_HANDLERS,
+    MAX_PARENTS,
+    BadValue,
+    warc_directory,
+    warc_name,
+)
 from crawler.option_table import TABLE
 from crawler.options import CrawlOptions
 
@@ -73,6 +79,24 @@ def scope(
     return on, domains, sites
 
 
+def parents(seeds: Iterable[str]) -> tuple[str, ...]:
+    """``--no-parent``'s directories: each seed's URL up to the last ``/`` of its path
+    (``https://example.com/docs/`` for ``https://example.com/docs/intro.html``), each
+    once; a :class:`CrawlError` past :data:`~crawler.option_rules.MAX_PARENTS` of them
+    (every message of the crawl carries them)."""
+    found: dict[str, None] = {}
+    for url in seeds:
+        split = urlsplit(url)
+        directory = split.path[: split.path.rfind("/") + 1] or "/"
+        found[f"{split.scheme}://{split.netloc}{directory}"] = None
+        if len(found) > MAX_PARENTS:
+            raise CrawlError(
+                f"--no-parent: the seeds are in more than {MAX_PARENTS} directories; give"
+                " --include patterns instead"
+            )
+    return tuple(found)
+
+
 def crawl_options(
     seeds: Iterable[str],
     given: Mapping[str, Any],
@@ -114,6 +138,7 @@ def crawl_options(
         auto_throttle=on["auto_throttle"],
         allowed_domains=tuple(domains),
         allowed_sites=tuple(sites),
+        below=parents(seeds) if given.get("no_parent") else (),
         warc=warc,
         cache=cache,
         recrawl="recrawl_from" in given,

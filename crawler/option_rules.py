@@ -277,6 +277,25 @@ HEADER_VALUE = Rule("a header value", header_value)
 DIRECTORY = Rule("a directory name", directory_name)
 DOMAINS = Rule("a list of domain names", _each(host_name))
 PATTERNS = Rule("a list of regular expressions", _each(regular_expression))
+#: ``--no-parent``'s directories a crawl keeps below, at most.
+MAX_PARENTS = 32
+
+
+def directory_url(value: Any) -> str:
+    """An ``http(s)://host/path/`` URL of a directory: the part of a canonical URL up to
+    the last ``/`` of its path, as ``--no-parent`` keeps links below it."""
+    if not isinstance(value, str) or not value.endswith("/") or len(value) > 2048:
+        raise ValueError
+    scheme, _, rest = value.partition("://")
+    if scheme not in ("http", "https") or not rest.partition("/")[0] or "?" in value:
+        raise ValueError
+    return value
+
+
+PARENTS = Rule(
+    f"a list of at most {MAX_PARENTS} directory URLs (http(s)://host/path/)",
+    _each(directory_url, MAX_PARENTS),
+)
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 #: ``--auth-env``'s variables: only the worker's own ``CRAWLER_AUTH_*``, never another secret.

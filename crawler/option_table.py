@@ -116,6 +116,9 @@ TABLE: tuple[Option, ...] = (
            "also follow links to DOMAIN and its subdomains (repeatable)", kind="list",
            default=(), field="allowed_domains", rule=rules.DOMAINS, as_is=False,
            metavar="DOMAIN"),
+    Option("no_parent", ("--no-parent",), rules.switch, "bool", "never go up: follow only links"
+           " below a seed's directory (its host, its path up to the last /), as wget's -np",
+           kind="switch", default=False, field="below", rule=rules.PARENTS, as_is=False),
     Option("include", ("--include",), rules.pattern, "str | Sequence[str]", "follow only links"
            " REGEX matches (anywhere in the URL; repeatable: any of them)", kind="list",
            default=(), field="include", rule=rules.PATTERNS, metavar="REGEX"),
@@ -311,6 +314,7 @@ class Keywords(TypedDict, total=False):
     same_domain: bool | None
     same_site: bool | None
     allow_domain: str | Sequence[str] | None
+    no_parent: bool | None
     include: str | Sequence[str] | None
     exclude: str | Sequence[str] | None
     follow: Literal["all", "handlers"] | None

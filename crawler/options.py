@@ -59,6 +59,8 @@ class CrawlOptions:
     user_agent: str = DEFAULT_USER_AGENT
     include: tuple[str, ...] = field(default_factory=tuple)
     exclude: tuple[str, ...] = field(default_factory=tuple)
+    #: ``--no-parent``: the directories (``http://host/dir/``) links must be below.
+    below: tuple[str, ...] = field(default_factory=tuple)
     allowed_sites: tuple[str, ...] = field(default_factory=tuple)
     max_per_host: int | None = None
     max_pages_per_host: int | None = None
@@ -149,9 +151,11 @@ class CrawlOptions:
 
     def allows_url(self, url: str) -> bool:
         """Whether ``url`` is in the crawl's scope: its host allowed (:meth:`allows_host`),
-        the URL matched by an ``--include`` pattern (when there are any) and by no
-        ``--exclude`` pattern."""
+        the URL below one of the seeds' directories (``--no-parent``), matched by an
+        ``--include`` pattern (when there are any) and by no ``--exclude`` pattern."""
         if not self.allows_host(url):
+            return False
+        if self.below and not url.startswith(self.below):
             return False
         if self.include and not any(p.search(url) for p in patterns(self.include)):
             return False
