@@ -12,8 +12,8 @@ A crawl's pipelines are its handler's own (a :class:`~crawler.handlers.Router`'s
 :meth:`~crawler.handlers.Router.item_pipeline`, or a handler function's
 ``item_pipelines`` attribute), then those the crawl names (``--pipeline
 package.module:function``, repeatable), in that order.  Workers load the pipelines
-the crawls name as they load handlers (``crawler worker --pipeline``, or
-``CRAWLER_HANDLERS``), never one a message names.
+the crawls name as they load handlers (``crawler worker --pipeline
+MODULE:FUNCTION``, or ``CRAWLER_HANDLERS``), never one a message names.
 
 They run on the page's handler call, within its timeout (``--handler-timeout``), after
 the handler: an item a pipeline returns is checked as the handler's items are (strict
