@@ -85,7 +85,7 @@ def entry(thing: Any) -> str:
         name = f"crawler.{thing.__name__}"
     lines = [f"### `{name}`", ""]
     if not (inspect.isclass(thing) and issubclass(thing, BaseException)):
-        lines += ["```python", f"{thing.__name__}{_signature(thing)}", "```", ""]
+        lines += ["```text", f"{thing.__name__}{_signature(thing)}", "```", ""]
     lines += [_doc(thing), ""]
     if inspect.isclass(thing) and not issubclass(thing, BaseException):
         for member_name, member in _members(thing):
