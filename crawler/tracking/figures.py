@@ -52,20 +52,27 @@ def bucket(elapsed_ms: float) -> int:
     )
 
 
-def increments(crawl_id: str, record: Record, outcome: str) -> dict[str, int]:
-    """What one message's ending adds to its host's figures."""
-    host = host_of(record["url"])
+def host_counts(record: Record, outcome: str) -> dict[str, int]:
+    """What one message's ending adds to its host's figures, by figure: ``pages``,
+    ``bytes`` and its time's bucket (``t3``) for a page fetched, ``errors`` for an
+    attempt that failed."""
     if fetched({outcome: 1}):
-        added = {_key(crawl_id, host, PAGES): 1}
+        added = {PAGES: 1}
         if record.get("bytes"):
-            added[_key(crawl_id, host, BYTES)] = int(record["bytes"])
+            added[BYTES] = int(record["bytes"])
         took = record.get("fetch_ms")
         if took is not None:
-            added[_key(crawl_id, host, f"t{bucket(float(took))}")] = 1
+            added[f"t{bucket(float(took))}"] = 1
         return added
     if outcome in (RETRYING, FAILED):
-        return {_key(crawl_id, host, ERRORS): 1}
+        return {ERRORS: 1}
     return {}
+
+
+def increments(crawl_id: str, record: Record, outcome: str) -> dict[str, int]:
+    """What one message's ending adds to its host's figures, by their keys."""
+    host = host_of(record["url"])
+    return {_key(crawl_id, host, name): n for name, n in host_counts(record, outcome).items()}
 
 
 def note_new_host(

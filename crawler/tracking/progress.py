@@ -78,11 +78,12 @@ class Progress:
             self.discovered += count
 
     def record(self, record: Record) -> None:
+        outcome = record.get("outcome", CRAWLED)
         with self._lock:
-            self.counts[record.get("outcome", CRAWLED)] += 1
+            self.counts[outcome] += 1
             self.items += len(record.get("items") or ())
             self.dropped += record.get("dropped_items") or 0
-            self.tally.add(record)
+            self.tally.add(record, outcome)
             self.cached += bool(record.get("cached"))
             if record.get("outcome") == FAILED:
                 self.failures.append(record)

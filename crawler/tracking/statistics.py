@@ -47,38 +47,26 @@ class Tally:
 
     def __init__(self) -> None:
         self.statuses: Counter[int] = Counter()
-        self.bytes = 0
-        self.times = _empty_times()
-        #: Per host: pages, errors, bytes and times, as the store keeps them.
-        self.hosts: dict[str, dict[str, Any]] = {}
+        #: The crawl's figures, and each host's (:data:`MAX_HOSTS` hosts at most), by
+        #: name as the store keeps them (:func:`figures.host_counts`).
+        self.whole: Counter[str] = Counter()
+        self.hosts: dict[str, Counter[str]] = {}
 
-    def add(self, record: Record) -> None:
-        outcome = record.get("outcome")
-        host_name = figures.host_of(record["url"])
-        host = self.hosts.get(host_name)
-        if host is None and len(self.hosts) < MAX_HOSTS:
-            host = self.hosts[host_name] = {
-                "pages": 0, "errors": 0, "bytes": 0, "times": _empty_times(),
-            }  # fmt: skip
+    def add(self, record: Record, outcome: str) -> None:
+        """Count ``record``, which ended its attempt with ``outcome``."""
         status = record.get("status")
         if status:
             self.statuses[int(status)] += 1
-        if outcome in (RETRYING, "failed"):
-            if host is not None:
-                host["errors"] += 1
+        added = figures.host_counts(record, outcome)
+        if not added:
             return
-        if not fetched({str(outcome): 1}):
-            return
-        size, took = int(record.get("bytes") or 0), record.get("fetch_ms")
-        self.bytes += size
+        self.whole.update(added)
+        name = figures.host_of(record["url"])
+        host = self.hosts.get(name)
+        if host is None and len(self.hosts) < MAX_HOSTS:
+            host = self.hosts[name] = Counter()
         if host is not None:
-            host["pages"] += 1
-            host["bytes"] += size
-        if took is not None:
-            bucket = figures.bucket(float(took))
-            self.times[bucket] += 1
-            if host is not None:
-                host["times"][bucket] += 1
+            host.update(added)
 
 
 def document(
@@ -108,7 +96,7 @@ def document(
         "status_codes": None
         if tally is None
         else {str(code): n for code, n in sorted(tally.statuses.items())},
-        "bytes": sum(host["bytes"] for host in hosts) if tally is None else tally.bytes,
+        "bytes": sum(host["bytes"] for host in hosts) if tally is None else tally.whole["bytes"],
         "items": items,
         "items_dropped": dropped,
         "fetch_ms": _percentiles(times),
@@ -146,11 +134,25 @@ def of_tally(
     elapsed_s: float,
 ) -> dict[str, Any]:
     """The document of the records counted here (``--stats``)."""
-    hosts = [{"host": name, **host} for name, host in tally.hosts.items()]
+    hosts = [_host(name, host) for name, host in tally.hosts.items()]
     return document(
         crawl_id, counts, discovered=discovered, items=items, dropped=dropped, tally=tally,
-        hosts=hosts, times=tally.times, elapsed_s=elapsed_s,
+        hosts=hosts, times=_times(tally.whole), elapsed_s=elapsed_s,
     )  # fmt: skip
+
+
+def _times(counted: Counter[str]) -> list[int]:
+    """The histogram of a :class:`Tally`'s counts (``t0``, ``t1``...)."""
+    return [counted[f"t{i}"] for i in range(len(figures.TIME_BOUNDS_MS) + 1)]
+
+
+def _host(name: str, counted: Counter[str]) -> dict[str, Any]:
+    """A host's figures from a :class:`Tally`, as :func:`figures.read` gives them."""
+    return {
+        "host": name,
+        **{figure: counted[figure] for figure in (figures.PAGES, figures.ERRORS, figures.BYTES)},
+        "times": _times(counted),
+    }
 
 
 def write(path: Path, document: dict[str, Any]) -> None:
