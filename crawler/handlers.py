@@ -544,17 +544,21 @@ class Handlers:
 
     def with_pipelines(self, specs: Iterable[str]) -> Handlers:
         """These handlers and a crawl's item pipelines (``--local --pipeline``), each
-        loaded unless this process has it, and checked; these are left as they are.
-        ValueError naming the first that cannot be loaded or made."""
+        loaded unless this process has it, and made (a class once); these are left as
+        they are.  ValueError naming the first that cannot be loaded or made."""
         own = self.with_handler(None)
+        own._pipelines = dict(self._pipelines)
         for spec in specs:
+            if spec in own._pipelines:
+                continue
             try:
-                if spec not in own._loaded:
-                    own._loaded[spec] = load(spec)
-                own.pipelines([spec])
-            except (ValueError, InvalidMessage) as e:
+                loaded = own._loaded[spec] if spec in own._loaded else load(spec)
+                own._pipelines[spec] = as_pipeline(loaded)
+            except ValueError as e:
                 raise ValueError(f"{spec}: {e}") from e
-        own._pipelines = {}  # made again where the crawl runs (a --local process of its own)
+            except Exception as e:  # a class that cannot be made: the user's code
+                raise ValueError(f"{spec}: {_one_line(e)}") from e
+            own._loaded[spec] = loaded
         return own
 
     @property

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from crawler.handlers import Handled, Handlers, Page
-from crawler.items.pipelines import DropItem, as_pipeline, name_of
+from crawler.items.pipelines import DropItem, as_pipeline, handler_pipelines, name_of
 from crawler.outcomes import summary
 from tests import item_pipelines
 from tests.item_pipelines import PER_PAGE
@@ -250,3 +250,36 @@ def test_crawler_parse_shows_the_items_after_the_pipelines(site: SiteServer) -> 
     assert parsed["items_dropped"] == 3 and parsed["item_errors"] == []
     bad = crawler(environment(), "parse", site.url("/"), "--handler", ROUTER, "--pipeline", "x:y")
     assert bad.returncode == 2 and "--pipeline x:y: cannot import 'x'" in bad.stderr
+
+
+class Counted:
+    """A pipeline class that counts how often it is made."""
+
+    made = 0
+
+    def __init__(self) -> None:
+        Counted.made += 1
+
+    def process_item(self, item: dict[str, Any], spider: Any) -> dict[str, Any]:
+        return item
+
+
+def test_a_named_pipeline_class_is_made_once_a_process_and_never_on_a_page() -> None:
+    Counted.made = 0
+    spec = "tests.test_item_pipelines:Counted"
+    handlers = Handlers().with_pipelines([spec])
+    for _ in range(3):  # a page's each
+        (pipeline,) = handlers.pipelines([spec])
+        assert pipeline({"n": 1}, PAGE) == {"n": 1}
+    assert Counted.made == 1
+
+
+def test_a_handler_function_s_own_pipelines_are_made_already() -> None:
+    def handler(page: Page) -> None:
+        return None
+
+    handler.item_pipelines = [Counted(), item_pipelines.drops_all]  # type: ignore[attr-defined]
+    assert len(handler_pipelines(handler)) == 2
+    handler.item_pipelines = [Counted]  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match="not the class"):
+        handler_pipelines(handler)  # it would be made on every page

@@ -10,10 +10,10 @@ Scrapy passes the spider.
 
 A crawl's pipelines are its handler's own (a :class:`~crawler.handlers.Router`'s
 :meth:`~crawler.handlers.Router.item_pipeline`, or a handler function's
-``item_pipelines`` attribute), then those the crawl names (``--pipeline
-package.module:function``, repeatable), in that order.  Workers load the pipelines
-the crawls name as they load handlers (``crawler worker --pipeline
-MODULE:FUNCTION``, or ``CRAWLER_HANDLERS``), never one a message names.
+``item_pipelines`` attribute: functions or objects, made already), then those the
+crawl names (``--pipeline package.module:function``, repeatable), in that order.
+Workers load the pipelines the crawls name as they load handlers (``crawler worker
+--pipeline MODULE:FUNCTION``, or ``CRAWLER_HANDLERS``), never one a message names.
 
 They run on the page's handler call, within its timeout (``--handler-timeout``), after
 the handler: an item a pipeline returns is checked as the handler's items are (strict
@@ -40,10 +40,22 @@ class DropItem(Exception):
 
 
 def as_pipeline(value: Any) -> ItemPipeline:
-    """``value`` as a pipeline: a function as it is, an object's ``process_item``, a
-    class with one made first; TypeError for anything else."""
+    """``value`` as a pipeline, where it is declared or loaded (once): a function as it
+    is, an object's ``process_item``, a class with one made first; TypeError for
+    anything else."""
     if inspect.isclass(value) and callable(getattr(value, "process_item", None)):
         value = value()
+    return _made(value)
+
+
+def _made(value: Any) -> ItemPipeline:
+    """A pipeline already made: a function as it is, an object's ``process_item``;
+    TypeError for anything else (a class among them: it would be made again each time)."""
+    if inspect.isclass(value):
+        raise TypeError(
+            f"an item pipeline here must be a function or an object, not the class {value!r}"
+            " (a router's item_pipeline() or --pipeline makes a class once)"
+        )
     method = getattr(value, "process_item", None)
     if callable(method):
         return method  # type: ignore[no-any-return]
@@ -59,9 +71,10 @@ def name_of(pipeline: ItemPipeline) -> str:
 
 
 def handler_pipelines(handler: Any) -> list[ItemPipeline]:
-    """The pipelines a crawl's handler brings: its ``item_pipelines`` (a Router's,
-    or a function's attribute), each :func:`as_pipeline`."""
-    return [as_pipeline(one) for one in getattr(handler, "item_pipelines", None) or ()]
+    """The pipelines a crawl's handler brings, read for each page: its
+    ``item_pipelines`` (a Router's, made as they were declared; or a function's
+    attribute: functions, or objects with ``process_item``)."""
+    return [_made(one) for one in getattr(handler, "item_pipelines", None) or ()]
 
 
 def of_crawl(handler: Any, named: Iterable[ItemPipeline]) -> list[ItemPipeline]:

@@ -53,7 +53,7 @@ class HandlerStage(Stage):
 
     def before_claim(self, visit: PageVisit) -> None:
         visit.handler = self.handlers.chosen(visit.crawl_options.handler)
-        named = self.handlers.pipelines(visit.crawl_options.pipelines)  # loaded here?
+        named = self.handlers.pipelines(visit.crawl_options.pipelines)  # else invalid
         visit.pipelines = pipelines.of_crawl(visit.handler, named)
         _each(visit, lambda stage: stage.before_claim(visit))
 
