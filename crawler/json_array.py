@@ -7,7 +7,9 @@ where that last ``]`` was, and a new ``]`` after them, in one ``pwrite`` at that
 before it the file ends with the array as it was, after it with the values added.  A
 file carried on (``--state``) is added to: its last ``]`` written over by the next
 values, still one array; one that a kill or a power cut left without its ``]`` is cut
-after its last whole value and closed again first.
+after its last whole value and closed again first.  A file made anew is written beside
+its path and renamed onto it, so that it is never seen empty.  (A reader that reads while
+a write goes on can still catch that write half done, as with any file being added to.)
 """
 
 from __future__ import annotations
@@ -36,13 +38,16 @@ class JsonArrayFile:
     def __init__(self, path: Path, *, append: bool = False) -> None:
         self.path = path
         carried_on = append and path.exists() and path.stat().st_size > 0
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | (0 if carried_on else os.O_TRUNC), 0o666)
+        if carried_on:
+            self._fd = os.open(path, os.O_RDWR)
+        else:
+            self._fd = _made_whole(path, b"[" + END)
         try:
             if carried_on:
                 self._end, self._empty = _array_end(self._fd, path)
+                self._put(END, self._end)
             else:
                 self._end, self._empty = 1, True
-            self._put(b"[" + END if not carried_on else END, 0 if not carried_on else self._end)
         except BaseException:
             os.close(self._fd)
             raise
@@ -69,6 +74,27 @@ class JsonArrayFile:
         if self._fd != -1:
             fd, self._fd = self._fd, -1
             os.close(fd)
+
+
+def _made_whole(path: Path, data: bytes) -> int:
+    """``path`` made anew holding ``data``, open for reading and writing: written to a
+    file beside it and renamed over it, so that a reader never finds it empty."""
+    if path.exists() and not path.is_file():  # a device or the like: written in place
+        fd = os.open(path, os.O_RDWR | os.O_TRUNC)
+        os.write(fd, data)
+        return fd
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        os.replace(part, path)
+    except BaseException:
+        os.close(fd)
+        part.unlink(missing_ok=True)
+        raise
+    return fd
 
 
 def _array_end(fd: int, path: Path) -> tuple[int, bool]:

@@ -380,6 +380,20 @@ def _free_cluster_port() -> int:
         return port
 
 
+@contextmanager
+def running(command: list[str], **options: Any) -> Iterator[subprocess.Popen[str]]:
+    """``command`` running while the block goes on (text mode, from the project's root);
+    killed and reaped after it if it still runs, so that a failed test leaves no process
+    and no open pipe behind."""
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, text=True, **options)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+
+
 def wait_for_crawl(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     """``python -m crawler.example ARGS --wait``, running while the test goes on."""
     return subprocess.Popen(

@@ -19,6 +19,7 @@ from crawler.json_array import JsonArrayFile
 from tests.item_handlers import PER_PAGE, three_items
 from tests.postgres_server import PostgresProcess
 from tests.site_server import SiteServer, page_path
+from tests.support import running
 from tests.test_items import CRAWLER, HANDLER, PAGES, chain, crawler, expected_items, rows
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment
 
@@ -114,6 +115,16 @@ def test_records_keeps_the_pages_of_a_crawl_with_a_handler(
     assert same_items(json.loads(feed.read_text()), made(site))
 
 
+def items_in(feed: Path, before: int) -> int:
+    """How many items the feed holds as the crawl writes it, or ``before`` when the read
+    caught a write half done (a reader of a file being added to can: the file is whole
+    between writes, which the kill below checks)."""
+    try:
+        return len(json.loads(feed.read_text()))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return before
+
+
 def test_a_json_feed_is_valid_json_after_a_kill_and_a_state_crawl_adds_to_its_array(
     site: SiteServer, tmp_path: Path
 ) -> None:
@@ -124,17 +135,14 @@ def test_a_json_feed_is_valid_json_after_a_kill_and_a_state_crawl_adds_to_its_ar
         CRAWLER, "crawl", "--local", chain(site, pages), "--handler", HANDLER,
         "-o", str(feed), "--state", str(state),
     ]  # fmt: skip
-    crawl = subprocess.Popen(
-        command, cwd=PROJECT_ROOT, env=environment(), stdout=subprocess.PIPE, text=True
-    )
-    seen = 0
-    deadline = time.monotonic() + 60
-    while seen < 3 * PER_PAGE and time.monotonic() < deadline:
-        if feed.exists():
-            seen = len(json.loads(feed.read_text()))  # valid whenever it is read
-        time.sleep(0.05)
-    crawl.send_signal(signal.SIGKILL)
-    crawl.communicate(timeout=30)
+    with running(command, env=environment(), stdout=subprocess.PIPE) as crawl:
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 3 * PER_PAGE and time.monotonic() < deadline:
+            seen = items_in(feed, seen)
+            time.sleep(0.05)
+        crawl.send_signal(signal.SIGKILL)
+        crawl.communicate(timeout=30)
     assert crawl.returncode == -signal.SIGKILL
     before = json.loads(feed.read_text())  # killed: still one array
     assert len(before) < pages * PER_PAGE
@@ -160,12 +168,10 @@ def test_a_state_crawl_interrupted_by_ctrl_c_adds_each_item_once(
         CRAWLER, "crawl", "--local", chain(site, pages), "--handler", HANDLER,
         "-o", str(feed), "--state", str(state),
     ]  # fmt: skip
-    crawl = subprocess.Popen(
-        command, cwd=PROJECT_ROOT, env=environment(), stdout=subprocess.PIPE, text=True
-    )
-    site.wait_for_requests(5, timeout=60)
-    crawl.send_signal(signal.SIGINT)
-    crawl.communicate(timeout=30)
+    with running(command, env=environment(), stdout=subprocess.PIPE) as crawl:
+        site.wait_for_requests(5, timeout=60)
+        crawl.send_signal(signal.SIGINT)
+        crawl.communicate(timeout=30)
     assert crawl.returncode == 130
     carried = subprocess.run(
         command, cwd=PROJECT_ROOT, env=environment(), capture_output=True, text=True, timeout=120
@@ -226,6 +232,33 @@ def test_a_json_array_file_is_whole_after_a_value_cut_short(tmp_path: Path) -> N
     path.write_text("not an array\n")
     with pytest.raises(ValueError, match="holds no JSON array"):
         JsonArrayFile(path, append=True)
+
+
+def test_a_json_array_file_made_anew_is_never_seen_empty(tmp_path: Path) -> None:
+    """A reader polling the file while a crawl makes it again (a crawl started over)
+    finds the old array or the new one, never the empty file between creating the file
+    and writing its first bytes."""
+    import threading
+
+    path = tmp_path / "a.json"
+    JsonArrayFile(path).close()
+    seen: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            seen.append(path.read_text())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for _ in range(300):
+            JsonArrayFile(path).close()
+    finally:
+        done.set()
+        reader.join()
+    assert seen and all(json.loads(text) == [] for text in seen)
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # nothing left beside it
 
 
 def test_a_recrawl_reads_the_records_of_a_json_array_as_of_json_lines(tmp_path: Path) -> None:
