@@ -277,6 +277,25 @@ HEADER_VALUE = Rule("a header value", header_value)
 DIRECTORY = Rule("a directory name", directory_name)
 DOMAINS = Rule("a list of domain names", _each(host_name))
 PATTERNS = Rule("a list of regular expressions", _each(regular_expression))
+#: ``--accept``/``--reject``: the suffixes or wildcard patterns a list may hold, at most.
+MAX_SUFFIXES = 64
+
+
+def suffix_list(value: Any) -> str:
+    """wget's ``-A``/``-R`` list: comma-separated file-name suffixes (``pdf``) or wildcard
+    patterns (``*-report-*.pdf``), kept lower case and without spaces; no ``/`` (they are
+    about the file name, the last part of the URL's path)."""
+    text = utf8_text(value)
+    items = [item.strip().lower() for item in text.split(",")]
+    if not items or len(items) > MAX_SUFFIXES or not all(items):
+        raise ValueError(f"a comma-separated list of 1 to {MAX_SUFFIXES} suffixes")
+    for item in items:
+        if "/" in item or len(item) > 200:
+            raise ValueError(f"{item!r}: a file name's suffix or pattern has no / (200 at most)")
+    return ",".join(items)
+
+
+SUFFIXES = Rule("a list of file-name suffixes or patterns (pdf,zip)", _each(suffix_list, 16))
 #: ``--no-parent``'s directories a crawl keeps below, at most.
 MAX_PARENTS = 32
 
@@ -488,6 +507,11 @@ def domain_name(value: Any) -> str:
 def pattern(value: Any) -> str:
     """A regular expression RE2 compiles."""
     return _checked(value, Rule("a regular expression", regular_expression))
+
+
+def suffixes(value: Any) -> str:
+    """``--accept``/``--reject``'s comma-separated suffixes or patterns."""
+    return _checked(value, Rule("a list of file-name suffixes or patterns (pdf,zip)", suffix_list))
 
 
 def port(value: Any) -> int:

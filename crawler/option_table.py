@@ -125,6 +125,15 @@ TABLE: tuple[Option, ...] = (
     Option("exclude", ("--exclude",), rules.pattern, "str | Sequence[str]",
            "never follow links REGEX matches (repeatable)", kind="list", default=(),
            field="exclude", rule=rules.PATTERNS, metavar="REGEX"),
+    Option("accept", ("-A", "--accept"), rules.suffixes, "str | Sequence[str]", "follow only"
+           " links to file names ending in one of these suffixes (pdf,zip) or matching these"
+           " wildcard patterns, and pages (file names without a suffix or ending in .html,"
+           " .php and the like), as wget's -A (repeatable)", kind="list", default=(),
+           field="accept", rule=rules.SUFFIXES, metavar="LIST"),
+    Option("reject", ("-R", "--reject"), rules.suffixes, "str | Sequence[str]", "never follow"
+           " links to file names ending in one of these suffixes (jpg,png) or matching these"
+           " wildcard patterns, as wget's -R (repeatable)", kind="list", default=(),
+           field="reject", rule=rules.SUFFIXES, metavar="LIST"),
     Option("follow", ("--follow",), rules.follow, 'Literal["all", "handlers"]', "all: follow"
            " every link of every page (default); handlers: only the links the page handler"
            " asks for (its requests, page.enqueue_links()), and the seeds (needs --handler)",
@@ -317,6 +326,8 @@ class Keywords(TypedDict, total=False):
     no_parent: bool | None
     include: str | Sequence[str] | None
     exclude: str | Sequence[str] | None
+    accept: str | Sequence[str] | None
+    reject: str | Sequence[str] | None
     follow: Literal["all", "handlers"] | None
     max_depth: int | None
     max_pages: int | None

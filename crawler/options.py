@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field, fields
+from fnmatch import fnmatchcase
 from functools import cached_property, lru_cache
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import re2
 
@@ -59,6 +60,9 @@ class CrawlOptions:
     user_agent: str = DEFAULT_USER_AGENT
     include: tuple[str, ...] = field(default_factory=tuple)
     exclude: tuple[str, ...] = field(default_factory=tuple)
+    #: ``--accept``/``--reject``: comma-separated file-name suffixes or wildcard patterns.
+    accept: tuple[str, ...] = field(default_factory=tuple)
+    reject: tuple[str, ...] = field(default_factory=tuple)
     #: ``--no-parent``: the directories (``http://host/dir/``) links must be below.
     below: tuple[str, ...] = field(default_factory=tuple)
     allowed_sites: tuple[str, ...] = field(default_factory=tuple)
@@ -152,12 +156,15 @@ class CrawlOptions:
     def allows_url(self, url: str) -> bool:
         """Whether ``url`` is in the crawl's scope: its host allowed (:meth:`allows_host`),
         the URL below one of the seeds' directories (``--no-parent``), matched by an
-        ``--include`` pattern (when there are any) and by no ``--exclude`` pattern."""
+        ``--include`` pattern (when there are any) and by no ``--exclude`` pattern, its
+        file name accepted (``--accept``, ``--reject``: :func:`file_name_allowed`)."""
         if not self.allows_host(url):
             return False
         if self.below and not url.startswith(self.below):
             return False
         if self.include and not any(p.search(url) for p in patterns(self.include)):
+            return False
+        if (self.accept or self.reject) and not file_name_allowed(url, self.accept, self.reject):
             return False
         return not any(p.search(url) for p in patterns(self.exclude))
 
@@ -207,3 +214,39 @@ _LISTS = frozenset(
 def patterns(sources: tuple[str, ...]) -> list[Any]:
     """``--include``/``--exclude`` patterns, compiled once per process by RE2."""
     return [re2.compile(source, RE2_OPTIONS) for source in sources]
+
+
+#: The suffixes of a page's file name, which ``--accept`` follows whatever it lists (wget
+#: follows ``.html`` and ``.htm`` only; a site's ``.php`` pages hold links as well).
+PAGE_SUFFIXES = frozenset(
+    ["html", "htm", "xhtml", "shtml", "php", "asp", "aspx", "jsp", "cgi", "pl", "cfm"]
+)
+
+
+def file_name_allowed(url: str, accept: tuple[str, ...], reject: tuple[str, ...]) -> bool:
+    """Whether ``url``'s file name (the last part of its path, percent-decoded, lower
+    case) passes wget's ``-A``/``-R`` lists: none of ``reject``'s items matches it, and
+    one of ``accept``'s does (when there are any) or it is a page's (no suffix, or one of
+    :data:`PAGE_SUFFIXES`: the pages that lead to the files are crawled for their
+    links).  An item with ``*``, ``?`` or ``[`` is a wildcard pattern of the whole
+    name, any other a suffix of it, as wget reads them."""
+    name = _file_name(url)
+    if reject and _matches(name, reject):
+        return False
+    if not accept:
+        return True
+    suffix = name.rpartition(".")[2] if "." in name else ""
+    return not suffix or suffix in PAGE_SUFFIXES or _matches(name, accept)
+
+
+def _file_name(url: str) -> str:
+    path = urlsplit(url).path
+    return unquote(path.rpartition("/")[2]).lower()
+
+
+def _matches(name: str, lists: tuple[str, ...]) -> bool:
+    return any(
+        fnmatchcase(name, item) if any(c in item for c in "*?[") else name.endswith(item)
+        for items in lists
+        for item in items.split(",")
+    )

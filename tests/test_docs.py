@@ -268,7 +268,8 @@ def test_the_synopses_name_every_flag_of_a_subcommand(subcommand: str) -> None:
 
 #: A value each crawl option takes, for :func:`refusals`: FILE is a file of seeds.
 SAMPLE_VALUES = {
-    "allow_domain": "example.org", "include": "/docs/", "exclude": "/docs/",
+    "allow_domain": "example.org", "include": "/docs/", "exclude": "/docs/", "accept": "pdf",
+    "reject": "jpg",
     "follow": "handlers", "max_depth": "2", "max_pages": "2", "max_pages_per_host": "2",
     "max_rate": "5", "max_per_host": "2", "user_agent": "a-bot/1.0",
     "handler": "examples.titles:title_and_description", "handler_timeout": "1", "warc": "DIR",

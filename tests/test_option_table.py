@@ -38,6 +38,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "allow_domain": ("example.org", ["example.org"]),
     "include": ("/docs/", ["/docs/"]),
     "exclude": ("\\.pdf$", ["\\.pdf$"]),
+    "accept": ("pdf,zip", ["pdf,zip"]),
+    "reject": ("jpg", ["jpg"]),
     "follow": ("handlers", "handlers"),
     "max_depth": ("2", 2),
     "max_pages": ("5", 5),
