@@ -11,12 +11,14 @@ tests start servers of their own with them).
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from urllib.parse import urlsplit
 
@@ -51,11 +53,19 @@ def apt_install(package: str) -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
 
     def apt_get(*arguments: str) -> bool:
-        done = subprocess.run(["apt-get", *arguments], env=env, stdout=subprocess.DEVNULL)
+        done = subprocess.run(
+            ["apt-get", "-o", "DPkg::Lock::Timeout=600", *arguments],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
         return done.returncode == 0
 
-    if not apt_get("install", "-y", package) and apt_get("update"):
-        apt_get("install", "-y", package)
+    # Two test processes installing at once (the docs of two benchmarks) take turns here,
+    # and wait for an apt-get of someone else's (DPkg::Lock::Timeout), instead of failing.
+    with open(os.path.join(tempfile.gettempdir(), "crawler-apt-get.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not apt_get("install", "-y", package) and apt_get("update"):
+            apt_get("install", "-y", package)
 
 
 def local_command(name: str, port: int) -> list[str] | None:
