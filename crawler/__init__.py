@@ -2,7 +2,8 @@
 
 From Python: :class:`Crawl` runs a crawl in this process, :func:`seed` one for the
 workers (:mod:`crawler.api`); page handlers get a :class:`Page` and return data,
-requests (:class:`Request`) to follow and items (:class:`Handled`), one a label with a
+requests (:class:`Request`) to follow, items (:class:`Handled`) and files to download
+(:class:`File`), one a label with a
 :class:`Router` (:mod:`crawler.handlers`); item pipelines change or drop items
 (:class:`DropItem`, :mod:`crawler.items.pipelines`).
 
@@ -15,14 +16,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from crawler.handlers import Handled, Page, Request, Router
+from crawler.handlers import File, Handled, Page, Request, Router
 from crawler.items.pipelines import DropItem
 
 if TYPE_CHECKING:
     from crawler.api import Crawl, CrawlError, WorkersCrawl, seed, status
 
 __all__ = [
-    "Crawl", "CrawlError", "DropItem", "Handled", "Page", "Request", "Router", "WorkersCrawl",
+    "Crawl", "CrawlError", "DropItem", "File", "Handled", "Page", "Request", "Router",
+    "WorkersCrawl",
     "seed", "status",
 ]  # fmt: skip
 

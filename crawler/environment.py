@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from crawler.errors import InvalidMessage, shown
+
 #: Where RabbitMQ listens unless ``RABBITMQ_URL`` says otherwise.
 DEFAULT_RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672"
 #: Where Redis listens unless ``REDIS_URL`` says otherwise.
@@ -319,13 +321,40 @@ def warc_directory() -> Path | None:
     return Path(value) if value else None
 
 
-def cache_directory() -> Path | None:
-    """``CRAWLER_CACHE_DIR``: the directory under which this worker keeps the responses
-    of ``--cache`` crawls, each in the directory the crawl names (relative to it, or an
-    absolute path inside it); unset, it keeps none (a ``--cache`` crawl's messages are
-    refused)."""
-    value = os.getenv("CRAWLER_CACHE_DIR")
-    return Path(value) if value else None
+#: The options whose directory a crawl's messages name on a worker's disk, and the
+#: worker's variable that says under which directory it may write them: the responses
+#: of ``--cache`` and the files of ``--files``.  Unset, a crawl naming one is refused.
+DIRECTORY_ROOTS = {"cache": "CRAWLER_CACHE_DIR", "files": "CRAWLER_FILES_DIR"}
+
+
+def directory_roots() -> dict[str, Path | None]:
+    """This worker's root of each option of :data:`DIRECTORY_ROOTS` (None: unset)."""
+    return {
+        option: Path(value) if (value := os.getenv(variable)) else None
+        for option, variable in DIRECTORY_ROOTS.items()
+    }
+
+
+def directory_under(option: str, root: Path | None, name: str) -> Path:
+    """Where the directory ``name`` a crawl's ``option`` (``cache``, ``files``) names is
+    on this machine: ``name`` under ``root`` (the worker's variable of
+    :data:`DIRECTORY_ROOTS`; a ``--local`` crawl's own directory), symlinks followed,
+    which must still be under it.  Raises :class:`~crawler.errors.InvalidMessage` for
+    one outside it, or for any when there is no root."""
+    variable = DIRECTORY_ROOTS[option]
+    if root is None:
+        raise InvalidMessage(
+            f"message options: {option} names a directory on this worker's disk, where it"
+            f" writes only under its {variable}, which is not set"
+        )
+    real_root = Path(os.path.realpath(root))
+    target = Path(os.path.realpath(real_root / name))
+    if ".." in Path(name).parts or not target.is_relative_to(real_root):
+        raise InvalidMessage(
+            f"message options: {option} {shown(repr(name))} is outside this worker's"
+            f" {variable} {str(root)!r}"
+        )
+    return target
 
 
 def warc_max_bytes() -> int:

@@ -58,7 +58,7 @@ dramatiq.set_broker(broker)  # before CRAWLER_HANDLERS load: their actors go on 
 page_handlers = Handlers(environment.handler_names(), environment.handler_timeout())
 renderer = Renderer(*environment.render_settings())  # --render: no browser till a page asks
 parts = worker_parts.build(
-    stores, limits, lifetimes, page_handlers, renderer, environment.cache_directory()
+    stores, limits, lifetimes, page_handlers, renderer, environment.directory_roots()
 )  # and its pipeline
 
 

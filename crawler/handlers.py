@@ -304,6 +304,35 @@ class Request:
         return carried
 
 
+@dataclass(frozen=True)
+class File:
+    """A file for the crawl to download (``--files DIR``), yielded by a handler as an item
+    of its own: the item ``{**data, "file_urls": [url]}``, which the crawl writes once the
+    file is downloaded, with its ``files`` entry (path, digest, type: Scrapy's
+    ``file_urls`` habit, which any item may use with several URLs).
+
+    Parameters:
+      url(str): Absolute, or relative to the page.
+      data(dict): The item's other fields.
+    """
+
+    url: str
+    data: dict[str, Any] | None = None
+
+    def item(self) -> dict[str, Any]:
+        return {**(self.data or {}), FILE_URLS: [self.url]}
+
+
+#: The field of an item that names the files to download (``--files``), as Scrapy's.
+FILE_URLS = "file_urls"
+#: The field the crawl fills with what became of each (:mod:`crawler.archiving.files`).
+FILES = "files"
+#: The label and ``unique_key`` of a file's request: a file is claimed apart from a page
+#: at its URL, and given to no handler.
+FILE_LABEL = "crawler:file"
+FILE_KEY = "file"
+
+
 #: The methods a :class:`Request` may use: those that ask for a page.
 METHODS = ("GET", "HEAD", "POST")
 #: A :class:`Request`'s body, in bytes at most: it travels in the message.
@@ -798,10 +827,10 @@ class _Refused(ValueError):
 
 
 def _yielded(generator: Iterable[Any]) -> Handled:
-    """A generator handler's yields as a :class:`Handled`: each ``dict`` an item, each
-    :class:`Request` or string a URL to follow, a :class:`Handled` merged in, None
-    ignored; what it returns is the data.  ValueError for anything else, and past
-    :data:`MAX_ITEMS` items."""
+    """A generator handler's yields as a :class:`Handled`: each ``dict`` an item (each
+    :class:`File` the item it makes), each :class:`Request` or string a URL to follow,
+    a :class:`Handled` merged in, None ignored; what it returns is the data.
+    ValueError for anything else, and past :data:`MAX_ITEMS` items."""
     data, follow, items = None, [], []
     iterator = iter(generator)
     while True:
@@ -810,8 +839,8 @@ def _yielded(generator: Iterable[Any]) -> Handled:
         except StopIteration as stop:
             data = stop.value
             break
-        if isinstance(value, dict):
-            items.append(value)
+        if isinstance(value, (dict, File)):
+            items.append(value.item() if isinstance(value, File) else value)
             if len(items) > MAX_ITEMS:
                 raise _Refused(f"more than {MAX_ITEMS} items on one page")
         elif isinstance(value, (str, Request)):
@@ -819,11 +848,11 @@ def _yielded(generator: Iterable[Any]) -> Handled:
         elif isinstance(value, Handled):
             data = value.data if value.data is not None else data
             follow.extend(value.follow)
-            items.extend(value.items)
+            items.extend(i.item() if isinstance(i, File) else i for i in value.items)
         elif value is not None:
             raise _Refused(
-                f"yielded {type(value).__name__}: yield dicts (items), crawler.Request or"
-                " URLs (to follow)"
+                f"yielded {type(value).__name__}: yield dicts (items), crawler.File,"
+                " crawler.Request or URLs (to follow)"
             )
     return Handled(data=data, follow=follow, items=items)
 
@@ -839,7 +868,8 @@ def _checked(returned: Any) -> Outcome:
     that strict JSON carries (no NaN nor Infinity, no lone surrogate, at most
     :data:`MAX_DEPTH` levels deep), and its URLs to follow strings."""
     if isinstance(returned, Handled):
-        data, follow, items = returned.data, list(returned.follow), returned.items
+        data, follow = returned.data, list(returned.follow)
+        items = [i.item() if isinstance(i, File) else i for i in returned.items]
     else:
         data, follow, items = returned, [], []
     if data is not None and not isinstance(data, dict):

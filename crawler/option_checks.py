@@ -108,17 +108,20 @@ def crawl_options(
 
     ``crawler crawl``'s switches not given are on, unless ``upstream``; ``same_site``
     is off with ``same_domain`` or ``allow_domain``.  With ``local`` ``warc`` (and
-    ``cache``) names a directory here, else one under the workers' ``CRAWLER_WARC_DIR``
-    (``CRAWLER_CACHE_DIR``).  ``render_wait``
+    ``cache``, ``files``) names a directory here, else one under the workers'
+    ``CRAWLER_WARC_DIR`` (``CRAWLER_CACHE_DIR``, ``CRAWLER_FILES_DIR``).  ``render_wait``
     (seconds: ``idle`` is the default) and ``render_media`` need ``render``; ``follow``
     ``handlers`` needs ``handler``."""
     on, domains, sites = scope(seeds, given)
     warc, cache = _directory(given, "warc"), _directory(given, "cache")
+    files = _directory(given, "files")
     for name in NEED_RENDER:
         if given.get(name) and not given.get("render", False):
             raise CrawlError(f"{_flag(name)} works with --render only")
     if given.get("pipeline") and given.get("handler") is None:
         raise CrawlError("--pipeline works with --handler only: the items are its")
+    if given.get("files") is not None and given.get("handler") is None:
+        raise CrawlError("--files works with --handler only: the files are those its items name")
     if given.get("follow") == FOLLOW_HANDLERS and given.get("handler") is None:
         raise CrawlError(
             f"--follow {FOLLOW_HANDLERS} works with --handler only: it follows what the"
@@ -141,6 +144,7 @@ def crawl_options(
         below=parents(seeds) if given.get("no_parent") else (),
         warc=warc,
         cache=cache,
+        files=files,
         recrawl="recrawl_from" in given,
         crawl_id=given.get("crawl_id") or uuid.uuid4().hex,
         collect_records=collect_records,

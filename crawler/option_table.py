@@ -193,6 +193,11 @@ TABLE: tuple[Option, ...] = (
            " again (robots.txt is always fetched; with workers: DIR under their"
            " CRAWLER_CACHE_DIR)", field="cache", rule=rules.DIRECTORY, as_is=False,
            metavar="DIR"),
+    Option("files", ("--files",), rules.directory, "str | PathLike[str]", "download the files"
+           " the handler's items name (file_urls, crawler.File) into DIR, each once a crawl,"
+           " named by its content's SHA-256, and write each item with its files' paths,"
+           " digests and types (with workers: DIR under their CRAWLER_FILES_DIR)",
+           field="files", rule=rules.DIRECTORY, as_is=False, metavar="DIR"),
     # the crawl's own HTTP settings: kept to its requests, never another crawl's
     Option("header", ("--header",), rules.header, "str | Sequence[str]",
            "send this header with every request of the crawl (repeatable)", kind="list",
@@ -344,6 +349,7 @@ class Keywords(TypedDict, total=False):
     handler_timeout: float | None
     warc: str | PathLike[str] | None
     cache: str | PathLike[str] | None
+    files: str | PathLike[str] | None
     header: str | Sequence[str] | None
     cookies: bool | Literal["on", "off"] | None
     proxy: str | None

@@ -45,7 +45,8 @@ class CrawlOptions:
     the seeds' hosts with ``--same-domain``), ``allowed_sites`` (the seeds' sites, with
     ``--same-site``), ``headers`` (``--header``), ``recrawl`` (``--recrawl-from`` given:
     the seeder kept the earlier crawl's records in the dedup store), ``warc`` (a worker's
-    ``CRAWLER_WARC_DIR`` takes its place), ``cache`` (likewise, its ``CRAWLER_CACHE_DIR``).
+    ``CRAWLER_WARC_DIR`` takes its place), ``cache`` and ``files`` (likewise, their
+    ``CRAWLER_CACHE_DIR`` and ``CRAWLER_FILES_DIR``).
     """
 
     crawl_id: str | None = None
@@ -72,6 +73,8 @@ class CrawlOptions:
     breadth_first: bool = False
     warc: str | None = None
     cache: str | None = None
+    #: ``--files``: the directory the files of the crawl's items are downloaded to.
+    files: str | None = None
     collect_records: bool = False
     batched_records: bool = False
     records_without_links: bool = False

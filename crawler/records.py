@@ -98,6 +98,9 @@ class PageRecord(_EveryRecord, total=False):
     #: What a handler's request other than a plain GET is deduplicated by, besides its
     #: URL: its ``unique_key``, or a digest of its method and body.
     request_key: str
+    #: A file's (``--files``): where it was kept, its digest, type and size, as the
+    #: items naming it say (:func:`crawler.archiving.files.entry`).
+    file: dict[str, Any]
     #: How many of ``links`` are sitemaps (a sitemap's record).
     sitemaps: int
     #: The last error, one line (a failure).
@@ -157,7 +160,7 @@ PAGE_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",
     "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "warc_file",
     "warc_offset", "payload_digest", "cached", "data", "items", "handler_error",
-    "refused_requests", "method", "request_key", "dropped_items", "item_errors",
+    "refused_requests", "method", "request_key", "dropped_items", "item_errors", "file",
 )  # fmt: skip
 
 
@@ -228,6 +231,13 @@ def kwargs_of(message: Any) -> dict[str, Any]:
     return message.kwargs if isinstance(message.kwargs, dict) else {}
 
 
+def key_of(request: Any) -> str | None:
+    """The ``key`` a message's ``request`` argument carries (None: none, a plain GET's):
+    a keyed request's ``request_key``."""
+    key = request.get("key") if isinstance(request, dict) else None
+    return key if isinstance(key, str) else None
+
+
 def url_of(message: Any) -> str:
     """The URL a ``crawl`` message names, as a string that can be written out, whatever
     the message holds."""
@@ -244,7 +254,7 @@ RECORD_FIELDS = (
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
     "warc_offset", "payload_digest", "data", "handler_error", "bytes",
     "fetch_ms", "items", "refused_requests", "method", "request_key", "dropped_items",
-    "item_errors", "cached",
+    "item_errors", "cached", "file",
 )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ process keep their claims, figures and records apart.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,13 +56,14 @@ def build(
     lifetimes: Lifetimes,
     handlers: Handlers,
     renderer: Renderer,
-    cache_root: Path | None = None,
+    roots: Mapping[str, Path | None] | None = None,
 ) -> WorkerParts:
     """The parts a crawl's pages are crawled with: these, and the pipeline made of them;
-    ``cache_root`` is the one directory under which ``--cache`` crawls may keep their
-    responses (a worker's ``CRAWLER_CACHE_DIR``, a ``--local`` crawl's ``--cache``)."""
+    ``roots`` says under which directory the crawls may keep each option's files
+    (:data:`~crawler.environment.DIRECTORY_ROOTS`: a worker's ``CRAWLER_CACHE_DIR`` and
+    ``CRAWLER_FILES_DIR``, a ``--local`` crawl's ``--cache`` and ``--files``)."""
     stages = default_stages(
         stores=stores, limits=limits, lifetimes=lifetimes, handlers=handlers, renderer=renderer,
-        cache_root=cache_root,
+        roots=roots or {},
     )  # fmt: skip
     return WorkerParts(stores, limits, lifetimes, handlers, renderer, Pipeline(stages))

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from crawler.environment import limits_from_environment
+from crawler.environment import directory_under, limits_from_environment
 from crawler.errors import Answered, InvalidMessage, TransientError
 from crawler.fetching import Asking, fetch, new_session, read_body
-from crawler.fetching.http_cache import HttpCache, cache_directory
+from crawler.fetching.http_cache import HttpCache
 from tests.site_server import Page, SiteServer, html
 from tests.support import FAST_FAILURES, read_records, waited_crawl
 from tests.workers import environment, seed
@@ -120,11 +120,11 @@ def test_what_says_not_now_is_not_kept_and_a_4xx_is(site: SiteServer, tmp_path: 
 
 
 def test_a_message_names_a_cache_only_under_its_worker_s_cache_dir(tmp_path: Path) -> None:
-    assert cache_directory(tmp_path, "mine") == tmp_path.resolve() / "mine"
-    assert cache_directory(tmp_path, str(tmp_path / "x")) == tmp_path.resolve() / "x"
+    assert directory_under("cache", tmp_path, "mine") == tmp_path.resolve() / "mine"
+    assert directory_under("cache", tmp_path, str(tmp_path / "x")) == tmp_path.resolve() / "x"
     for root, name in ((tmp_path, "../out"), (tmp_path, "/etc"), (None, "mine")):
         with pytest.raises(InvalidMessage, match="CRAWLER_CACHE_DIR"):
-            cache_directory(root, name)
+            directory_under("cache", root, name)
 
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])

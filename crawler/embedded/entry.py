@@ -30,7 +30,14 @@ from crawler.brokers import BROKER_ERRORS, local
 from crawler.crawl_spec import CrawlError as CrawlError
 from crawler.crawl_spec import CrawlSpec, SeedUrls
 from crawler.embedded import one_process, processes
-from crawler.environment import Lifetimes, broker_address, dedup_store_name, dedup_url, uses_redis
+from crawler.environment import (
+    DIRECTORY_ROOTS,
+    Lifetimes,
+    broker_address,
+    dedup_store_name,
+    dedup_url,
+    uses_redis,
+)
 from crawler.errors import why
 from crawler.frontier import politeness, recrawl
 from crawler.frontier.scope import message_of, priority
@@ -146,7 +153,10 @@ def _local_parts(
         lifetimes=parts.lifetimes,
         handlers=handlers,
         renderer=renderer,
-        cache_root=None if spec.options.cache is None else Path(spec.options.cache),
+        roots={
+            option: None if (named := getattr(spec.options, option)) is None else Path(named)
+            for option in DIRECTORY_ROOTS
+        },
     )
 
 
@@ -185,7 +195,7 @@ def _stopped(why: str, progress: Progress | None) -> int:
     return 1
 
 
-def open_items(spec: CrawlSpec, saved: SavedState | None = None) -> ItemSink | None:
+def open_items(spec: CrawlSpec, saved: SavedState | None = None) -> ItemSinks | None:
     """Where the handler's items go, opened before anything is sent (added to when
     ``saved`` carries a crawl on: its items under its crawl id): the feed (``-o``, each
     item as the handler made it) when the crawl has a handler, and ``--items`` (each
@@ -211,7 +221,7 @@ def open_items(spec: CrawlSpec, saved: SavedState | None = None) -> ItemSink | N
 
 
 def say_if_the_feed_is_empty(
-    spec: CrawlSpec, items: ItemSink | None, status: int, progress: Progress | None
+    spec: CrawlSpec, items: ItemSinks | None, status: int, progress: Progress | None
 ) -> None:
     """A crawl whose handler made no item, ended: one line saying that its feed (``-o``)
     is then empty, and where the handler's ``data`` is (logged for the API's)."""
@@ -387,7 +397,7 @@ def _crawl_here(
 
 def _open_files(
     spec: CrawlSpec, saved: SavedState | None
-) -> tuple[RecordSink | None, ItemSink | None]:
+) -> tuple[RecordSink | None, ItemSinks | None]:
     """The records and items files of a local crawl (:func:`open_records`,
     :func:`open_items`), appended to when it carries on;
     on a failure, what was opened (``saved`` too) closed again."""

@@ -31,10 +31,10 @@ from crawler.embedded.worker import LocalWorker
 from crawler.environment import Lifetimes, local_backoffs, local_busy
 from crawler.frontier import claims, counters
 from crawler.items import counting as item_counts
-from crawler.items.sinks import ItemSink, ItemSinkError
+from crawler.items.sinks import ItemSinkError, ItemSinks
 from crawler.middleware import QuickRetries, install
 from crawler.outcomes import FAILED, NOT_FINAL, WRITTEN
-from crawler.records import Record, RecordSink, page_name
+from crawler.records import Record, RecordSink
 from crawler.stores import StorePool
 from crawler.stores.saved import CRASH_LOG_NAME, DiskFull, SavedState, no_room
 from crawler.tracking import figures, seeder, statistics
@@ -87,7 +87,7 @@ def run(
     stop: threading.Event | None = None,
     warc_files: WarcFiles | None = None,
     progress: Progress | None = None,
-    items: ItemSink | None = None,
+    items: ItemSinks | None = None,
 ) -> int:
     """Crawl from the ``seeds`` messages of ``actor`` until nothing is left; 0 when no URL failed
     for good.  ``actor`` is the ``crawl`` actor of ``--local``'s broker
@@ -207,7 +207,7 @@ def keeper(
     full: NoRoom,
     output: RecordSink | None,
     on_record: Callable[[Record], None] | None,
-    items: ItemSink | None = None,
+    items: ItemSinks | None = None,
 ) -> Callable[[Record, Any], None]:
     """What the books do with each record: its items written to ``items``, counted in
     ``progress``, written to ``output``, handed to ``on_record`` when final; nothing
@@ -216,9 +216,9 @@ def keeper(
     def keep(record: Record, message: Any) -> None:
         if full.error is not None:  # stopping: nothing more written
             raise full.sink_error or DiskFull(full.error.path)
-        if items is not None and record.get("items"):
+        if items is not None and record.get("outcome") not in NOT_FINAL:
             try:
-                items.write(page_name(record), record["items"])
+                items.take(record)
             except ItemSinkError as e:
                 raise full.sink_failed(e) from e
         progress.record(record)
@@ -262,7 +262,7 @@ def close_files(
     output: RecordSink | None,
     saved: SavedState | None,
     warc_files: WarcFiles | None,
-    items: ItemSink | None = None,
+    items: ItemSinks | None = None,
 ) -> None:
     """Close what the crawl wrote to, once its worker stopped; what was left to write
     may find no room either when a disk is full already."""

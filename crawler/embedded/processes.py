@@ -45,7 +45,7 @@ from crawler.embedded.shards import (
 )
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, recrawl
-from crawler.items.sinks import ItemSink, ItemSinkError
+from crawler.items.sinks import ItemSinkError, ItemSinks
 from crawler.links import sites
 from crawler.options import CrawlOptions
 from crawler.records import Record, RecordSink
@@ -89,7 +89,7 @@ def run(
     on_record: Callable[[Record], None] | None = None,
     stop: threading.Event | None = None,
     progress: Progress | None = None,
-    items: ItemSink | None = None,
+    items: ItemSinks | None = None,
 ) -> int:
     """Crawl from ``seeds`` (messages of ``crawl``) in the ``spec``'s processes sharing
     its threads (at least one each), each with the crawl's parts made of its own stores

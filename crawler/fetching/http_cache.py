@@ -37,8 +37,6 @@ from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 from urllib3 import HTTPResponse
 
-from crawler.errors import InvalidMessage, shown
-
 logger = logging.getLogger(__name__)
 
 #: The version of an entry's layout: an entry of another version is not read.
@@ -195,24 +193,3 @@ def _entry_of(data: bytes, method: str, url: str) -> Entry:
     response.encoding = get_encoding_from_headers(headers)
     response.raw = raw
     return Entry(response, bool(header["public"]))
-
-
-def cache_directory(root: Path | None, name: str) -> Path:
-    """Where a crawl's ``--cache`` directory ``name`` is on this machine: ``name``
-    under ``root`` (a worker's ``CRAWLER_CACHE_DIR``; a ``--local`` crawl's own
-    ``--cache``), symlinks followed, which must still be under it.  Raises
-    :class:`~crawler.errors.InvalidMessage` for one outside it, or for any when there is
-    no root."""
-    if root is None:
-        raise InvalidMessage(
-            "message options: cache names a directory on this worker's disk, where it"
-            " writes only under its CRAWLER_CACHE_DIR, which is not set"
-        )
-    real_root = Path(os.path.realpath(root))
-    target = Path(os.path.realpath(real_root / name))
-    if ".." in Path(name).parts or not target.is_relative_to(real_root):
-        raise InvalidMessage(
-            f"message options: cache {shown(repr(name))} is outside this worker's"
-            f" CRAWLER_CACHE_DIR {str(root)!r}"
-        )
-    return target

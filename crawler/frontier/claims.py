@@ -41,6 +41,7 @@ from crawler.frontier import counters, journal, politeness
 from crawler.frontier.digests import owner_token, short_id, url_digest
 from crawler.frontier.scope import SITEMAP_ACTOR, message_of, request_name, url_in
 from crawler.options import CrawlOptions
+from crawler.records import key_of
 from crawler.stores import StorePool, Stores
 from crawler.stores.client import StoreClient
 
@@ -80,12 +81,6 @@ def claim_name_of(message: Any, url: str) -> str:
     kwargs = message.kwargs if isinstance(message.kwargs, dict) else {}
     sitemap = getattr(message, "actor_name", None) == SITEMAP_ACTOR or kwargs.get("sitemap")
     return claim_name(request_name(url, key_of(kwargs.get("request"))), bool(sitemap))
-
-
-def key_of(request: Any) -> str | None:
-    """The ``key`` a message's ``request`` argument carries (None: none, a plain GET's)."""
-    key = request.get("key") if isinstance(request, dict) else None
-    return key if isinstance(key, str) else None
 
 
 def url_hash(url: str, crawl_id: str | None = None) -> str:

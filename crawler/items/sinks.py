@@ -39,8 +39,9 @@ from typing import IO, Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from crawler.items.addresses import is_database, table_of
+from crawler.items.files import FileJoin
 from crawler.json_array import JsonArrayFile, NotAnArray
-from crawler.records import cut_partial_line
+from crawler.records import Record, cut_partial_line, page_name
 
 #: The PostgreSQL table's definition (``{table}``: its name, quoted).
 TABLE = """CREATE TABLE IF NOT EXISTS {table} (
@@ -114,6 +115,23 @@ class ItemSinks:
         self.sinks = sinks
         self.name = " and ".join(sink.name for sink in sinks)
         self.written, self.failed = 0, False
+        self.files = FileJoin()
+        self._lock = threading.Lock()
+
+    def take(self, record: Record, *, written: bool = True) -> None:
+        """What a final ``record`` brings: its items written when it is ``written`` (the
+        first record of its page), held while files they name are fetched
+        (``--files``, :class:`~crawler.items.files.FileJoin`); and a file's record, the
+        items that waited for it."""
+        with self._lock:
+            ready = self.files.arrived(record)
+            if written and record.get("items"):
+                page = page_name(record)
+                items = self.files.hold(page, record["items"])
+                if items is not None:
+                    ready.append((page, items))
+        for page, items in ready:
+            self.write(page, items)
 
     def write(self, url: str, items: list[dict[str, Any]]) -> None:
         try:
@@ -125,7 +143,16 @@ class ItemSinks:
         self.written += len(items)
 
     def close(self) -> None:
+        """Write the items still waiting for files (their fetches never ended: a crawl
+        stopped, say), unless a sink failed, and close every sink."""
         failed: ItemSinkError | None = None
+        with self._lock:
+            rest = [] if self.failed else self.files.rest()
+        try:
+            for page, items in rest:
+                self.write(page, items)
+        except ItemSinkError as e:
+            failed = e
         for sink in self.sinks:
             try:
                 sink.close()

@@ -12,7 +12,7 @@ from dramatiq.middleware import Middleware
 
 from crawler.errors import InvalidMessage
 from crawler.outcomes import CRAWLED, FAILED, RETRYING
-from crawler.records import Record, kwargs_of, url_of
+from crawler.records import Record, key_of, kwargs_of, url_of
 
 
 class Recorder(Middleware):
@@ -71,6 +71,9 @@ class Recorder(Middleware):
             }
             if isinstance(exception, InvalidMessage):  # refused before any claim or fetch
                 record["invalid_message"] = True
+        key = key_of(kwargs.get("request"))
+        if key is not None:  # a keyed request's (a file's, a POST's): its page's name, always
+            record.setdefault("request_key", key)
         record["elapsed_ms"] = round((time.monotonic() - started) * 1000, 1)
         record["message_id"] = message.message_id
         self.on_record(record, message)

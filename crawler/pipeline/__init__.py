@@ -10,7 +10,7 @@ them all.  A new feature is a new stage in the list, not a new branch in the act
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import requests
@@ -23,6 +23,7 @@ from crawler.handlers import Handlers
 from crawler.pipeline.budget import BudgetStage
 from crawler.pipeline.cache import CacheStage
 from crawler.pipeline.cookies import CookieStage
+from crawler.pipeline.files import FilesStage
 from crawler.pipeline.handler import HandlerStage
 from crawler.pipeline.politeness import PolitenessStage
 from crawler.pipeline.record import RecordStage
@@ -40,6 +41,7 @@ __all__ = [
     "BudgetStage",
     "CacheStage",
     "CookieStage",
+    "FilesStage",
     "HandlerStage",
     "PageVisit",
     "Pipeline",
@@ -61,7 +63,7 @@ def default_stages(
     lifetimes: Lifetimes,
     handlers: Handlers,
     renderer: Renderer,
-    cache_root: Path | None = None,
+    roots: Mapping[str, Path | None] | None = None,
 ) -> list[Stage]:
     """The stages of a worker's pipeline, in the order their hooks run.
 
@@ -81,6 +83,9 @@ def default_stages(
     * the handler before WARC, so that a message wrong in both is told of its handler
       first; and before the scope, which keeps the handler's requests in scope as it
       does the page's links;
+    * the files after the handler, whose items name them (a file's message is given
+      to no handler), and before WARC, which reads a file's body as the handler's
+      content; before the scope, which sends the files' requests;
     * the scope last: it makes the messages of the links to follow;
     * the cache anywhere: it chooses the crawl's cache before the claim, which the
       fetch then reads and fills (a cached hop is no request), and says in the record
@@ -88,13 +93,14 @@ def default_stages(
     """
     return [
         RecordStage(),
-        CacheStage(cache_root),
+        CacheStage((roots or {}).get("cache")),
         BudgetStage(stores, lifetimes),
         PolitenessStage(stores, limits),
         CookieStage(stores, lifetimes),
         RecrawlStage(stores),
         RenderStage(renderer, handlers),
         HandlerStage(handlers),
+        FilesStage((roots or {}).get("files")),
         WarcStage(stores, limits, lifetimes),
         ScopeStage(),
     ]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crawler.fetching.http_cache import HttpCache, cache_directory
+from crawler.environment import directory_under
+from crawler.fetching.http_cache import HttpCache
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
 
@@ -25,7 +26,7 @@ class CacheStage(Stage):
 
     def before_claim(self, visit: PageVisit) -> None:
         name = visit.crawl_options.cache
-        visit.cache = None if name is None else HttpCache(cache_directory(self.root, name))
+        visit.cache = None if name is None else HttpCache(directory_under("cache", self.root, name))
 
     def on_record(self, visit: PageVisit) -> None:
         if visit.fetched is not None and visit.fetched.cached:

@@ -8,6 +8,7 @@ from typing import Any
 import dramatiq
 import requests
 
+from crawler.archiving.files import FileStore
 from crawler.archiving.warc import Keeper, Stored
 from crawler.environment import Limits
 from crawler.fetching import GET, Asking, Fetched
@@ -21,7 +22,7 @@ from crawler.links.cleaning import clean_href
 from crawler.links.extraction import html_links
 from crawler.middleware import actor_for
 from crawler.options import CrawlOptions
-from crawler.records import Record
+from crawler.records import Record, key_of
 from crawler.rendering import Rendered
 
 
@@ -57,6 +58,8 @@ class PageVisit:
       pipelines(list): The crawl's item pipelines (its handler's, then ``--pipeline``).
       keeper(Keeper|None): What keeps the responses in WARC files (``--warc``).
       cache(HttpCache|None): Where the fetch takes and keeps responses (``--cache``).
+      files(FileStore|None): Where the files the items name are kept (``--files``).
+      file(dict|None): A file's message: where its file was kept, its digest and type.
       earlier(Earlier|None): What an earlier crawl saw of the page (``--recrawl-from``).
       conditions(dict|None): The conditional request's headers that asks about it.
       unchanged(Earlier|None): ``earlier``, when the server answered ``304``.
@@ -106,6 +109,8 @@ class PageVisit:
     pipelines: list[ItemPipeline] = field(default_factory=list)
     keeper: Keeper | None = None
     cache: HttpCache | None = None
+    files: FileStore | None = None
+    file: dict[str, Any] | None = None
     earlier: Earlier | None = None
     conditions: dict[str, str] | None = None
     unchanged: Earlier | None = None
@@ -149,7 +154,7 @@ class PageVisit:
         crawl_options = CrawlOptions.from_message(options)
         message = claims.current_message(actor, url)
         bounds = limits.within(crawl_options.timeout)  # --timeout
-        asking, key = Asking.of(request), claims.key_of(request)
+        asking, key = Asking.of(request), key_of(request)
         return cls(
             actor, message, url, depth, options, crawl_options, via_public, None, None, bounds,
             asking, key, jar,

@@ -21,7 +21,7 @@ from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
 from crawler.items import counting as item_counts
-from crawler.items.sinks import ItemSink, ItemSinkError, JsonLinesSink
+from crawler.items.sinks import ItemSinkError, ItemSinks, JsonLinesSink
 from crawler.options import CrawlOptions
 from crawler.outcomes import (
     CANCELLED,
@@ -91,7 +91,7 @@ def seed(
     wait: bool,
     output: RecordSink | None,
     adding: bool = False,
-    items: ItemSink | None = None,
+    items: ItemSinks | None = None,
     progress: Progress | None = None,
 ) -> int:
     """Count and send the seeds as ``actor`` messages; with ``wait``, follow the crawl
@@ -255,7 +255,7 @@ def arrivals(
     reader: record_queue.Reader,
     ledger: Ledger,
     output: RecordSink | None = None,
-    items: ItemSink | None = None,
+    items: ItemSinks | None = None,
 ) -> Iterator[Record | str]:
     """Each final record of the crawl once, as it arrives, until the ledger has nothing
     pending: a record sent again by a worker that died before it acknowledged comes
@@ -273,9 +273,9 @@ def arrivals(
                         continue  # sent again by a worker that died before it acknowledged
                     ledger.expect(record.pop("sent", ()))
                     written = record["outcome"] in WRITTEN and ledger.first_write(page_name(record))
-                    if written and items is not None and record.get("items"):
+                    if items is not None:
                         try:
-                            items.write(page_name(record), record["items"])
+                            items.take(record, written=written)
                         except ItemSinkError as e:  # raised where it was read: no ack
                             arriving.throw(SinkFailed(e, record))
                     if written and output is not None:
@@ -300,7 +300,7 @@ def follow(
     keep_alive: KeepAlive,
     publishers_blocked: Callable[[], bool] = lambda: False,
     *,
-    items: ItemSink | None = None,
+    items: ItemSinks | None = None,
     lifetimes: Lifetimes | None = None,
     progress: Progress | None = None,
 ) -> int:
@@ -368,7 +368,7 @@ def _close(
     reader: record_queue.Reader,
     ledger: Ledger,
     output: RecordSink | None,
-    items: ItemSink | None,
+    items: ItemSinks | None,
 ) -> None:
     """What following a crawl opened, closed on any exit: workers then stop publishing
     records."""
