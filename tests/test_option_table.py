@@ -52,6 +52,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "pipeline": ("tests.page_handlers:title", ["tests.page_handlers:title"]),
     "warc": ("archive", "archive"),
     "cache": ("cache", "cache"),
+    "files": ("files", "files"),
     "header": ("X-A: 1", ["X-A: 1"]),
     "cookies": ("off", False),
     "proxy": ("http://127.0.0.1:3128", "http://127.0.0.1:3128"),
@@ -77,6 +78,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
 NEEDS: dict[str, dict[str, Any]] = {
     "follow": {"handler": "tests.page_handlers:title"},
     "pipeline": {"handler": "tests.page_handlers:title"},
+    "files": {"handler": "tests.page_handlers:title"},
     "render_wait": {"render": True},
     "render_media": {"render": True},
     "recrawl_warc": {"recrawl_from": Path("earlier.jsonl")},
