@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from crawler.archiving.files import FileStore, extension
 from crawler.items.files import FILE_REQUEST_KEY, PENDING, FileJoin
+from crawler.records import Record
 from tests.site_server import Page, SiteServer
 from tests.support import FAST_FAILURES, waited_crawl
 from tests.workers import environment, seed
@@ -45,7 +46,7 @@ def stored(content: bytes, suffix: str) -> str:
 
 def check(site: SiteServer, items: list[dict[str, Any]], directory: Path) -> None:
     """The items and files :func:`serve`'s site gives, each file fetched once."""
-    by_title = {item.get("title") or item.get("kind"): item for item in items}
+    by_title = {str(item.get("title") or item.get("kind")): item for item in items}
     assert sorted(by_title) == ["Home", "Sub", "archive"]
     home = [
         (e["url"].rpartition("/")[2], e["status"], e.get("path")) for e in by_title["Home"]["files"]
@@ -144,14 +145,14 @@ def test_items_wait_for_their_files_whichever_record_comes_first() -> None:
     def pending(*urls: str) -> list[dict[str, Any]]:
         return [{"n": 1, "files": [{"url": url, "status": PENDING} for url in urls]}]
 
-    def record(url: str, **fields: Any) -> dict[str, Any]:
-        return {"url": url, "request_key": FILE_REQUEST_KEY, **fields}
+    def record(url: str, **fields: Any) -> Record:
+        return cast(Record, {"url": url, "request_key": FILE_REQUEST_KEY, **fields})
 
     kept = {"url": a, "path": "full/1.pdf", "status": "downloaded"}
     assert join.arrived(record(a, outcome="crawled", file=kept)) == []  # before its page
     assert join.hold("page1", pending(a, b)) is None  # b not yet
     assert join.arrived(record(b, outcome="retrying")) == []  # not final
-    assert join.arrived({"url": b, "outcome": "crawled"}) == []  # a page's, not the file's
+    assert join.arrived(cast(Record, {"url": b, "outcome": "crawled"})) == []  # a page's, not the file's
     whole = join.arrived(record(b, outcome="answered", status=404))
     assert whole == [
         ("page1", [{"n": 1, "files": [kept, {"url": b, "status": "failed: HTTP 404"}]}])
