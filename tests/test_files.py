@@ -152,7 +152,7 @@ def test_items_wait_for_their_files_whichever_record_comes_first() -> None:
     assert join.arrived(record(a, outcome="crawled", file=kept)) == []  # before its page
     assert join.hold("page1", pending(a, b)) is None  # b not yet
     assert join.arrived(record(b, outcome="retrying")) == []  # not final
-    assert join.arrived(cast(Record, {"url": b, "outcome": "crawled"})) == []  # a page's, not the file's
+    assert join.arrived(cast(Record, {"url": b, "outcome": "crawled"})) == []  # a page
     whole = join.arrived(record(b, outcome="answered", status=404))
     assert whole == [
         ("page1", [{"n": 1, "files": [kept, {"url": b, "status": "failed: HTTP 404"}]}])
