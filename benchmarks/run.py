@@ -71,7 +71,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -126,7 +126,7 @@ def main() -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="skip Scrapy and the ceilings (with --site: the workers and Scrapy)",
+        help="skip Scrapy and the ceilings (with --site: Scrapy and --local on one process)",
     )
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds, taking turns; the median is reported"
@@ -146,18 +146,20 @@ def main() -> int:
         " 7e633be, on the generated site",
     )  # fmt: skip
     parser.add_argument(
-        "--brokers", default=",".join(BROKERS), help="with --against: comma-separated brokers"
+        "--brokers",
+        default=",".join(BROKERS),
+        help="with --against or --site: the brokers whose workers crawl, comma-separated",
     )
     parser.add_argument(
         "--timeout", type=float, default=600.0,
         help="with --against: seconds a crawl may take before its build is reported failed",
     )  # fmt: skip
     args = parser.parse_args()
+    brokers = [broker.strip() for broker in args.brokers.split(",") if broker.strip()]
+    unknown = set(brokers) - set(BROKERS)
+    if unknown or not brokers:
+        parser.error(f"--brokers: {', '.join(sorted(unknown)) or 'none'}; known: {BROKERS}")
     if args.against:
-        brokers = [broker.strip() for broker in args.brokers.split(",") if broker.strip()]
-        unknown = set(brokers) - set(BROKERS)
-        if unknown or not brokers:
-            parser.error(f"--brokers: {', '.join(sorted(unknown)) or 'none'}; known: {BROKERS}")
         return versus(args, brokers, args.json or Path("benchmark-versus.json"))
     args.json = args.json or Path("benchmark.json")
     if args.site in SITES:
@@ -169,7 +171,7 @@ def main() -> int:
         docs = measure_docs(
             args.site,
             directory, processes=args.processes, threads=args.threads, repeat=args.repeat,
-            quick=args.quick,
+            quick=args.quick, brokers=brokers,
         )  # fmt: skip
         args.json.write_text(json.dumps(docs, indent=2))
         print(docs_table(docs))
@@ -316,7 +318,14 @@ def on_the_server_clock(
 
 
 def measure_docs(
-    name: str, directory: Path, *, processes: int, threads: int, repeat: int, quick: bool
+    name: str,
+    directory: Path,
+    *,
+    processes: int,
+    threads: int,
+    repeat: int,
+    quick: bool,
+    brokers: Sequence[str] = BROKERS,
 ) -> dict[str, Any]:
     """Every contender's figures on a real site, rounds taking turns, and whether
     each fetched the same HTML pages as wget in every round.
@@ -328,7 +337,8 @@ def measure_docs(
       threads(int): Threads per worker process; Scrapy gets processes x threads,
         ``crawler crawl --local`` runs with its defaults.
       repeat(int): Rounds.
-      quick(bool): Whether to skip Scrapy.
+      quick(bool): Whether to skip Scrapy, and ``--local`` on one process.
+      brokers(list): The brokers whose workers crawl.
     """
     pages = sorted(directory.rglob("*.html"))
     results: dict[str, Any] = {
@@ -355,9 +365,10 @@ def measure_docs(
                     # `crawler crawl --local SEED` as a user runs it: its defaults (one
                     # process a core), then on one process, as before --processes.
                     "local": partial(crawl_with_defaults, seed),
-                    "local_1": partial(crawl_with_defaults, seed, "--processes", "1"),
                 }
-                for broker in BROKERS:
+                if not quick:
+                    contenders["local_1"] = partial(crawl_with_defaults, seed, "--processes", "1")
+                for broker in brokers:
                     contenders[broker] = partial(
                         crawl_with_workers, broker, seed, prefix, processes=processes,
                         threads=threads, options=DOCS_OPTIONS, exits=(0, 1),

@@ -18,20 +18,31 @@ from tests.support import FAST_FAILURES, read_records, waited_crawl
 from tests.test_local_mode import crawl_locally, services_trapped
 from tests.workers import environment
 
-PAGES = 300
+#: The pages of the site the pace is measured on (serial), and of the one the other
+#: tests crawl: big enough that the server refuses some, small enough for the suite.
+PAGES, FEWER = 300, 100
+
+
+def defend(site: SiteServer, pages: int) -> Defending:
+    served = generate_site(site.base_url, pages=pages, links_per_page=5)
+    served["/robots.txt"] = Page(b"User-agent: *\nAllow: /\n", content_type="text/plain")
+    server = Defending(served)
+    site.behaviors.update(dict.fromkeys(served, server))
+    return server
 
 
 @pytest.fixture
 def defending(site: SiteServer) -> Iterator[Defending]:
-    pages = generate_site(site.base_url, pages=PAGES, links_per_page=5)
-    pages["/robots.txt"] = Page(b"User-agent: *\nAllow: /\n", content_type="text/plain")
-    server = Defending(pages)
-    site.behaviors.update(dict.fromkeys(pages, server))
-    yield server
+    yield defend(site, PAGES)
 
 
-def every_page_once(defending: Defending) -> bool:
-    return all(defending.served[page_path(i)] == 1 for i in range(PAGES))
+@pytest.fixture
+def defending_fewer(site: SiteServer) -> Iterator[Defending]:
+    yield defend(site, FEWER)
+
+
+def every_page_once(defending: Defending, pages: int = PAGES) -> bool:
+    return all(defending.served[page_path(i)] == 1 for i in range(pages))
 
 
 @pytest.mark.serial  # the share refused follows the pace the crawl keeps: no other test's load
@@ -68,7 +79,7 @@ def test_auto_throttle_keeps_to_a_defending_server_s_pace(
 
 
 def test_workers_fetch_every_page_of_a_server_that_answers_429(
-    site: SiteServer, defending: Defending, tmp_path: Path, rabbitmq_env: dict[str, str]
+    site: SiteServer, defending_fewer: Defending, tmp_path: Path, rabbitmq_env: dict[str, str]
 ) -> None:
     env = environment(**rabbitmq_env, **FAST_FAILURES)
     output = tmp_path / "pages.jsonl"
@@ -78,17 +89,17 @@ def test_workers_fetch_every_page_of_a_server_that_answers_429(
     )
 
     assert waiting.returncode == 0, stdout + stderr
-    assert defending.refused > 0  # the server did defend itself
-    assert every_page_once(defending), defending.served
+    assert defending_fewer.refused > 0  # the server did defend itself
+    assert every_page_once(defending_fewer, FEWER), defending_fewer.served
     assert not workers.logged_any("Giving up on URL")
     assert not workers.logged_any("It will be retried")  # no retry was spent on a 429
-    assert f": {PAGES} pages fetched" in stdout
+    assert f": {FEWER} pages fetched" in stdout
     crawled = [r for r in read_records(output) if r["outcome"] == "crawled"]
-    assert sorted(r["url"] for r in crawled) == sorted(site.url(page_path(i)) for i in range(PAGES))
+    assert sorted(r["url"] for r in crawled) == sorted(site.url(page_path(i)) for i in range(FEWER))
 
 
 def test_local_fetches_every_page_of_a_server_that_answers_429(
-    site: SiteServer, defending: Defending, tmp_path: Path
+    site: SiteServer, defending_fewer: Defending, tmp_path: Path
 ) -> None:
     output = tmp_path / "pages.jsonl"
     with services_trapped() as (env, _):
@@ -98,12 +109,12 @@ def test_local_fetches_every_page_of_a_server_that_answers_429(
         stdout, stderr = crawl.communicate(timeout=240)
 
     assert crawl.returncode == 0, stdout + stderr
-    assert defending.refused > 0
-    assert every_page_once(defending), defending.served
+    assert defending_fewer.refused > 0
+    assert every_page_once(defending_fewer, FEWER), defending_fewer.served
     assert "Giving up on URL" not in stderr
     assert "It will be retried" not in stderr
-    assert f": {PAGES} pages fetched" in stdout
-    assert len([r for r in read_records(output) if r["outcome"] == "crawled"]) == PAGES
+    assert f": {FEWER} pages fetched" in stdout
+    assert len([r for r in read_records(output) if r["outcome"] == "crawled"]) == FEWER
 
 
 def test_the_host_waits_for_every_worker_after_a_429(site: SiteServer, tmp_path: Path) -> None:
