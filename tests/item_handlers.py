@@ -32,3 +32,9 @@ def nul_items(page: Page) -> Handled:
     if page.url.endswith("/page/1.html"):
         return Handled(data=handled.data, items=[*handled.items, NUL_ITEM])
     return handled
+
+
+def one_file_each(page: Page) -> Handled:
+    """An item a page, naming one file of its own (``/files/N.txt``, N the page's)."""
+    number = page.url.rsplit("/", 1)[1].split(".")[0]
+    return Handled(items=[{"page": number, "file_urls": [f"/files/{number}.txt"]}])

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any, cast
 
@@ -16,8 +18,9 @@ from crawler.archiving.files import FileStore, extension
 from crawler.items.files import FILE_REQUEST_KEY, PENDING, FileJoin
 from crawler.records import Record
 from tests.site_server import Page, SiteServer
-from tests.support import FAST_FAILURES, waited_crawl
-from tests.workers import environment, seed
+from tests.support import FAST_FAILURES, running, waited_crawl
+from tests.test_items import CRAWLER, chain
+from tests.workers import PROJECT_ROOT, environment, seed
 
 HANDLER = "examples.documents:documents"
 PDF_A, PDF_B, ZIP = b"%PDF-1.4 a", b"%PDF-1.4 b", b"PK zip"
@@ -176,3 +179,33 @@ def test_a_file_is_kept_once_by_its_content_whatever_its_url(tmp_path: Path) -> 
     assert extension("http://x/a/archive.tar.gz", None) == ".gz"
     assert extension("http://x/download?id=1", "image/png") == ".png"
     assert extension("http://x/download", None) == ""
+
+
+def test_a_state_crawl_killed_while_items_wait_for_their_files_loses_none(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    pages = 24
+    site.delay = 0.05  # a file a little slow: its item waits while the crawl is killed
+    for i in range(pages):
+        site.pages[f"/files/{i}.txt"] = Page(f"file {i}".encode(), content_type="text/plain")
+    feed, state, directory = tmp_path / "items.jsonl", tmp_path / "state", tmp_path / "files"
+    command = [
+        CRAWLER, "crawl", "--local", chain(site, pages), "--handler",
+        "tests.item_handlers:one_file_each", "--files", str(directory), "-o", str(feed),
+        "--state", str(state),
+    ]  # fmt: skip
+    with running(command, env=environment(), stdout=subprocess.PIPE) as crawl:
+        site.wait_for_requests(pages // 2, timeout=60)
+        crawl.send_signal(signal.SIGKILL)
+        crawl.communicate(timeout=30)
+    carried = subprocess.run(
+        command, cwd=PROJECT_ROOT, env=environment(), capture_output=True, text=True, timeout=120
+    )
+    assert carried.returncode == 0, carried.stderr
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    assert {item["page"] for item in items} == {str(i) for i in range(pages)}
+    assert len(items) <= pages + 2  # the pages in hand at the kill, at most, again
+    for item in items:
+        (entry,) = item["files"]
+        assert entry["status"] == "downloaded", item
+        assert (directory / entry["path"]).read_text() == f"file {item['page']}"

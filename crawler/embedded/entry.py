@@ -217,7 +217,7 @@ def open_items(spec: CrawlSpec, saved: SavedState | None = None) -> ItemSinks | 
             with contextlib.suppress(ItemSinkError):
                 sink.close()
         raise
-    return ItemSinks(sinks)
+    return ItemSinks(sinks, saved)
 
 
 def say_if_the_feed_is_empty(

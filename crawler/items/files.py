@@ -16,7 +16,7 @@ fetch never ended in it said ``not downloaded``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from crawler.handlers import FILE_KEY, FILES
 from crawler.outcomes import ANSWERED, DUPLICATE, FAILED, NOT_FINAL
@@ -48,18 +48,45 @@ def entry_of(record: Record) -> dict[str, Any] | None:
     return {"url": url, "status": f"not downloaded: {outcome}"}
 
 
+class Facts(Protocol):
+    """Where a crawl carried on (``--state``) keeps what the join knows
+    (:class:`~crawler.stores.saved.SavedState`'s facts)."""
+
+    def facts(self, prefix: str) -> dict[str, Any]: ...
+
+    def set_fact(self, name: str, value: Any) -> None: ...
+
+    def drop_fact(self, name: str) -> None: ...
+
+
+#: The names of the join's facts: a file's entry, a page waiting.
+KNOWN, WAITING = "files-known:", "files-waiting:"
+
+
 class FileJoin:
     """The pages whose items wait for files: each page's items are held, in one piece,
     until none of their ``files`` entries is :data:`PENDING`.  Not thread-safe: its
-    callers (the item sinks) hold a lock."""
+    callers (the item sinks) hold a lock.
 
-    def __init__(self) -> None:
+    Parameters:
+      saved(Facts|None): A ``--local --state`` crawl's state, where the pages waiting
+        and the files known are kept as they change, and read back when the crawl
+        carries on: a crawl killed while items wait for files loses none of them.
+    """
+
+    def __init__(self, saved: Facts | None = None) -> None:
+        self.saved = saved
         #: The entry of each file whose fetch ended, by URL.
         self.known: dict[str, dict[str, Any]] = {}
         #: The pages waiting, by name: their items.
         self.waiting: dict[str, list[dict[str, Any]]] = {}
         #: The pages waiting for each file, by its URL.
         self.waiting_for: dict[str, set[str]] = {}
+        if saved is not None:  # carried on: what the crawl had before
+            for name, entry in saved.facts(KNOWN).items():
+                self.known[name[len(KNOWN) :]] = entry
+            for name, items in saved.facts(WAITING).items():
+                self._wait(name[len(WAITING) :], items, self._fill(items))
 
     def hold(self, page: str, items: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """The page's items to write now (their files known, filled in), or None: held
@@ -67,10 +94,15 @@ class FileJoin:
         missing = self._fill(items)
         if not missing:
             return items
+        self._wait(page, items, missing)
+        if self.saved is not None:
+            self.saved.set_fact(WAITING + page, items)
+        return None
+
+    def _wait(self, page: str, items: list[dict[str, Any]], missing: set[str]) -> None:
         self.waiting[page] = items
         for url in missing:
             self.waiting_for.setdefault(url, set()).add(page)
-        return None
 
     def arrived(self, record: Record) -> list[tuple[str, list[dict[str, Any]]]]:
         """The pages (name, items) a file's final ``record`` makes whole."""
@@ -79,6 +111,8 @@ class FileJoin:
             return []
         url = record["url"]
         self.known[url] = entry
+        if self.saved is not None:
+            self.saved.set_fact(KNOWN + url, entry)
         whole = []
         for page in sorted(self.waiting_for.pop(url, ())):
             items = self.waiting.get(page)
@@ -86,12 +120,19 @@ class FileJoin:
                 whole.append((page, self.waiting.pop(page)))
         return whole
 
+    def written(self, page: str) -> None:
+        """A page :meth:`arrived` made whole is written: no longer kept as waiting."""
+        if self.saved is not None:
+            self.saved.drop_fact(WAITING + page)
+
     def rest(self) -> list[tuple[str, list[dict[str, Any]]]]:
         """The pages still waiting at the end of the crawl, each file not known said
         ``not downloaded``; none is held after."""
         pages = list(self.waiting.items())
         self.waiting.clear()
         self.waiting_for.clear()
+        for page, _ in pages:
+            self.written(page)
         for _, items in pages:
             for item in items:
                 for entry in _entries(item):

@@ -39,7 +39,7 @@ from typing import IO, Any, Protocol
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from crawler.items.addresses import is_database, table_of
-from crawler.items.files import FileJoin
+from crawler.items.files import Facts, FileJoin
 from crawler.json_array import JsonArrayFile, NotAnArray
 from crawler.records import Record, cut_partial_line, page_name
 
@@ -109,13 +109,15 @@ def open_sink(
 class ItemSinks:
     """The sinks of a crawl as one (``-o`` and ``--items``), written in order: a page's
     items go to each; the first that fails raises its error, naming it.  Counts the
-    items all took (:attr:`written`), and whether one failed (:attr:`failed`)."""
+    items all took (:attr:`written`), and whether one failed (:attr:`failed`).  Items
+    waiting for their files (``--files``) are held (:class:`~crawler.items.files.FileJoin`),
+    kept in ``saved`` for a ``--local --state`` crawl."""
 
-    def __init__(self, sinks: list[ItemSink]) -> None:
+    def __init__(self, sinks: list[ItemSink], saved: Facts | None = None) -> None:
         self.sinks = sinks
         self.name = " and ".join(sink.name for sink in sinks)
         self.written, self.failed = 0, False
-        self.files = FileJoin()
+        self.files = FileJoin(saved)
         self._lock = threading.Lock()
 
     def take(self, record: Record, *, written: bool = True) -> None:
@@ -132,6 +134,8 @@ class ItemSinks:
                     ready.append((page, items))
         for page, items in ready:
             self.write(page, items)
+            with self._lock:
+                self.files.written(page)
 
     def write(self, url: str, items: list[dict[str, Any]]) -> None:
         try:

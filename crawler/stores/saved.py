@@ -193,6 +193,18 @@ class SavedState:
                 "INSERT OR REPLACE INTO facts VALUES (?, ?)", (name, json.dumps(value))
             )
 
+    def facts(self, prefix: str) -> dict[str, Any]:
+        """The facts whose names begin with ``prefix``, by name."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, value FROM facts WHERE substr(name, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchall()
+        return {name: json.loads(value) for name, value in rows}
+
+    def drop_fact(self, name: str) -> None:
+        with self._lock, self._writing():
+            self._db.execute("DELETE FROM facts WHERE name = ?", (name,))
+
     # The dedup store's items.
 
     def items(self) -> dict[str, tuple[Any, float]]:
