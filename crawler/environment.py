@@ -323,8 +323,13 @@ def warc_directory() -> Path | None:
 
 #: The options whose directory a crawl's messages name on a worker's disk, and the
 #: worker's variable that says under which directory it may write them: the responses
-#: of ``--cache`` and the files of ``--files``.  Unset, a crawl naming one is refused.
-DIRECTORY_ROOTS = {"cache": "CRAWLER_CACHE_DIR", "files": "CRAWLER_FILES_DIR"}
+#: of ``--cache``, the files of ``--files``, the pages' Markdown of ``--markdown``.  Unset,
+#: a crawl naming one is refused.
+DIRECTORY_ROOTS = {
+    "cache": "CRAWLER_CACHE_DIR",
+    "files": "CRAWLER_FILES_DIR",
+    "markdown": "CRAWLER_MARKDOWN_DIR",
+}
 
 
 def directory_roots() -> dict[str, Path | None]:

@@ -54,6 +54,7 @@ from urllib.parse import urlencode
 import requests
 from selectolax.lexbor import LexborHTMLParser
 
+from crawler.content.main_text import MainContent, main_content
 from crawler.environment import ACTOR_TIME_LIMIT
 from crawler.errors import InvalidMessage, shown
 from crawler.items.pipelines import DropItem, ItemPipeline, as_pipeline, name_of
@@ -113,6 +114,24 @@ class Page:
         """The body decoded in the page's encoding, as the link extractor decodes it
         (on first use)."""
         return decoded(self.body, self.headers.get("Content-Type"))
+
+    @cached_property
+    def main(self) -> MainContent:
+        """The page's main content, without its navigation, header and footer (of its
+        rendered DOM with ``--render``): :attr:`markdown`, :attr:`main_text` and its
+        title (:mod:`crawler.content.main_text`; made on first use)."""
+        return main_content(self.rendered if self.rendered is not None else self.body)
+
+    @property
+    def markdown(self) -> str:
+        """The page's main content as Markdown: headings, lists, tables, code blocks
+        and links kept; navigation, sidebars, header and footer left out."""
+        return self.main.markdown
+
+    @property
+    def main_text(self) -> str:
+        """The page's main content as plain text (:attr:`markdown` without its marks)."""
+        return self.main.text
 
     def json(self) -> Any:
         """The body as JSON (a handler that takes ``application/json``: a JSON API's

@@ -114,7 +114,7 @@ def crawl_options(
     ``handlers`` needs ``handler``."""
     on, domains, sites = scope(seeds, given)
     warc, cache = _directory(given, "warc"), _directory(given, "cache")
-    files = _directory(given, "files")
+    files, markdown = _directory(given, "files"), _directory(given, "markdown")
     for name in NEED_RENDER:
         if given.get(name) and not given.get("render", False):
             raise CrawlError(f"{_flag(name)} works with --render only")
@@ -145,6 +145,7 @@ def crawl_options(
         warc=warc,
         cache=cache,
         files=files,
+        markdown=markdown,
         recrawl="recrawl_from" in given,
         crawl_id=given.get("crawl_id") or uuid.uuid4().hex,
         collect_records=collect_records,

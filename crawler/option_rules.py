@@ -376,6 +376,17 @@ def _follow_choice(value: Any) -> str:
 
 
 FOLLOW = Rule(f"{FOLLOW_ALL} or {FOLLOW_HANDLERS}", _follow_choice)
+#: ``--near-duplicates``: say so in the record, or skip the page too.
+NEAR_DUPLICATES_MARK, NEAR_DUPLICATES_SKIP = "mark", "skip"
+
+
+def _near_duplicates_choice(value: Any) -> str:
+    if value not in (NEAR_DUPLICATES_MARK, NEAR_DUPLICATES_SKIP) or not isinstance(value, str):
+        raise ValueError
+    return str(value)
+
+
+NEAR_DUPLICATES = Rule(f"{NEAR_DUPLICATES_MARK} or {NEAR_DUPLICATES_SKIP}", _near_duplicates_choice)
 
 
 def quoted(value: Any) -> str:
@@ -694,6 +705,11 @@ def feed(value: Any) -> str:
 def follow(value: Any) -> str:
     """``--follow all|handlers``."""
     return _checked(value, FOLLOW)
+
+
+def near_duplicates(value: Any) -> str:
+    """``--near-duplicates mark|skip``."""
+    return _checked(value, NEAR_DUPLICATES)
 
 
 def switch(value: Any) -> bool:

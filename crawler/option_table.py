@@ -198,6 +198,17 @@ TABLE: tuple[Option, ...] = (
            " named by its content's SHA-256, and write each item with its files' paths,"
            " digests and types (with workers: DIR under their CRAWLER_FILES_DIR)",
            field="files", rule=rules.DIRECTORY, as_is=False, metavar="DIR"),
+    Option("markdown", ("--markdown",), rules.directory, "str | PathLike[str]", "write each"
+           " HTML page's main content as Markdown, a file a page in DIR named by its URL,"
+           " under front matter that says where it came from (with workers: DIR under their"
+           " CRAWLER_MARKDOWN_DIR)", field="markdown", rule=rules.DIRECTORY, as_is=False,
+           metavar="DIR"),
+    Option("near_duplicates", ("--near-duplicates",), rules.near_duplicates,
+           'Literal["mark", "skip"]', "find the pages whose main text is nearly that of a page"
+           " seen before in the crawl (SimHash, 4 bits of 64): mark says which in the record"
+           " (near_duplicate_of); skip also leaves it out of --markdown and the items and"
+           " follows none of its links", field="near_duplicates", rule=rules.NEAR_DUPLICATES,
+           metavar="mark|skip"),
     # the crawl's own HTTP settings: kept to its requests, never another crawl's
     Option("header", ("--header",), rules.header, "str | Sequence[str]",
            "send this header with every request of the crawl (repeatable)", kind="list",
@@ -350,6 +361,8 @@ class Keywords(TypedDict, total=False):
     warc: str | PathLike[str] | None
     cache: str | PathLike[str] | None
     files: str | PathLike[str] | None
+    markdown: str | PathLike[str] | None
+    near_duplicates: Literal["mark", "skip"] | None
     header: str | Sequence[str] | None
     cookies: bool | Literal["on", "off"] | None
     proxy: str | None

@@ -75,6 +75,10 @@ class CrawlOptions:
     cache: str | None = None
     #: ``--files``: the directory the files of the crawl's items are downloaded to.
     files: str | None = None
+    #: ``--markdown``: the directory of the pages' Markdown files.
+    markdown: str | None = None
+    #: ``--near-duplicates``: ``mark`` or ``skip`` the pages nearly like one seen before.
+    near_duplicates: Literal["mark", "skip"] | None = None
     collect_records: bool = False
     batched_records: bool = False
     records_without_links: bool = False

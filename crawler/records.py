@@ -101,6 +101,12 @@ class PageRecord(_EveryRecord, total=False):
     #: A file's (``--files``): where it was kept, its digest, type and size, as the
     #: items naming it say (:func:`crawler.archiving.files.entry`).
     file: dict[str, Any]
+    #: ``--markdown``, ``--near-duplicates``: the SHA-256 of the page's main text.
+    text_digest: str
+    #: ``--near-duplicates``: the page seen before whose main text this one's nearly is.
+    near_duplicate_of: str
+    #: ``--markdown``: the page's Markdown file, under the crawl's directory.
+    markdown_file: str
     #: How many of ``links`` are sitemaps (a sitemap's record).
     sitemaps: int
     #: The last error, one line (a failure).
@@ -161,6 +167,7 @@ PAGE_FIELDS = (
     "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "warc_file",
     "warc_offset", "payload_digest", "cached", "data", "items", "handler_error",
     "refused_requests", "method", "request_key", "dropped_items", "item_errors", "file",
+    "text_digest", "near_duplicate_of", "markdown_file",
 )  # fmt: skip
 
 
@@ -254,7 +261,7 @@ RECORD_FIELDS = (
     "sitemaps", "error", "invalid_message", "elapsed_ms", "message_id", "warc_file",
     "warc_offset", "payload_digest", "data", "handler_error", "bytes",
     "fetch_ms", "items", "refused_requests", "method", "request_key", "dropped_items",
-    "item_errors", "cached", "file",
+    "item_errors", "cached", "file", "text_digest", "near_duplicate_of", "markdown_file",
 )  # fmt: skip
 
 

@@ -90,7 +90,8 @@ def test_the_default_stages_run_in_their_documented_order() -> None:
 
     assert names == [
         "RecordStage", "CacheStage", "BudgetStage", "PolitenessStage", "CookieStage",
-        "RecrawlStage", "RenderStage", "HandlerStage", "FilesStage", "WarcStage", "ScopeStage",
+        "RecrawlStage", "RenderStage", "ContentStage", "HandlerStage", "FilesStage", "WarcStage",
+        "ScopeStage",
     ]  # fmt: skip
 
 

@@ -202,6 +202,7 @@ def _reap(children: list[BaseProcess]) -> None:
 def _shares_keys(options: CrawlOptions) -> bool:
     """Whether the crawl has keys its shards share (:mod:`crawler.embedded.shared_store`)."""
     shared = options.obey_robots or options.sitemaps or options.auto_throttle or options.cookies
+    shared = shared or options.near_duplicates is not None
     return shared or any(
         value is not None
         for value in (

@@ -4,8 +4,8 @@ A shard's claims, journal and counters are its own (:mod:`crawler.embedded.shard
 some of a crawl's keys count across all its pages: the page budgets (``--max-pages``,
 ``--max-pages-per-host``), each host's places (``--max-per-host``), its turns
 (``--max-rate``, ``Crawl-delay``), the payloads ``--warc`` kept (a copy is a
-``revisit``), the robots.txt rules fetched (each host's fetched once) and the crawl's
-cookies (a login holds on every shard: :mod:`crawler.fetching.shared_cookies`).  Those
+``revisit``), the robots.txt rules fetched (each host's fetched once), the pages' text
+fingerprints (``--near-duplicates``) and the crawl's cookies (a login holds on every shard: :mod:`crawler.fetching.shared_cookies`).  Those
 live in one more process (a :class:`multiprocessing.managers.BaseManager`
 server), which each shard's :class:`ShardClient` asks for them; the rest stays in the
 shard's memory.  A crawl without those options starts no such process.
@@ -22,9 +22,10 @@ from typing import Any
 from crawler.stores.memory import MemoryClient
 
 #: The names of a crawl's keys (``crawl:{id}:NAME``) the shards share, and the
-#: prefixes of the other keys they share: the WARC payloads', the robots.txt rules'.
+#: prefixes of the other keys they share: the WARC payloads', the robots.txt rules',
+#: the near-duplicates' bands (``--near-duplicates``).
 SHARED_NAMES = (":page-budget", ":host-budget:", ":slot:", ":turn:", ":delay:", ":cookies")
-SHARED_PREFIXES = ("w:", "robots:")
+SHARED_PREFIXES = ("w:", "robots:", "near:")
 #: Seconds a shard keeps robots.txt rules it read from the shared store, unasked.
 ROBOTS_KEPT = 10.0
 
@@ -96,6 +97,11 @@ class ShardClient(MemoryClient):
         theirs = {key: value for key, value in mapping.items() if shared(key)}
         taken = super().add_multi({k: v for k, v in mapping.items() if k not in theirs}, time)
         return taken + (list(self.remote.add_multi(theirs, time)) if theirs else [])
+
+    def append(self, key: str, value: bytes) -> bool:
+        if shared(key):
+            return bool(self.remote.append(key, value))
+        return super().append(key, value)
 
     def delete(self, key: str) -> bool:
         return bool(self.remote.delete(key)) if shared(key) else super().delete(key)

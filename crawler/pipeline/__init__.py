@@ -22,6 +22,7 @@ from crawler.frontier import claims
 from crawler.handlers import Handlers
 from crawler.pipeline.budget import BudgetStage
 from crawler.pipeline.cache import CacheStage
+from crawler.pipeline.content import ContentStage
 from crawler.pipeline.cookies import CookieStage
 from crawler.pipeline.files import FilesStage
 from crawler.pipeline.handler import HandlerStage
@@ -40,6 +41,7 @@ from crawler.stores import Stores
 __all__ = [
     "BudgetStage",
     "CacheStage",
+    "ContentStage",
     "CookieStage",
     "FilesStage",
     "HandlerStage",
@@ -80,6 +82,10 @@ def default_stages(
       ``304`` is not downloaded again (WARC keeps no body of it), its ``unchanged``
       outcome standing over WARC's revisit;
     * rendering before the handler, which is given the rendered DOM;
+    * the content (``--markdown``, ``--near-duplicates``) after rendering, whose DOM it
+      reads, and before the handler and the scope: a near-duplicate skipped is given to
+      no handler and its links are not followed; its Markdown is written with the
+      record, which then knows where WARC kept the page;
     * the handler before WARC, so that a message wrong in both is told of its handler
       first; and before the scope, which keeps the handler's requests in scope as it
       does the page's links;
@@ -99,6 +105,7 @@ def default_stages(
         CookieStage(stores, lifetimes),
         RecrawlStage(stores),
         RenderStage(renderer, handlers),
+        ContentStage(stores, lifetimes, (roots or {}).get("markdown")),
         HandlerStage(handlers),
         FilesStage((roots or {}).get("files")),
         WarcStage(stores, limits, lifetimes),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import dramatiq
@@ -10,6 +11,7 @@ import requests
 
 from crawler.archiving.files import FileStore
 from crawler.archiving.warc import Keeper, Stored
+from crawler.content.main_text import MainContent
 from crawler.environment import Limits
 from crawler.fetching import GET, Asking, Fetched
 from crawler.fetching.http_cache import HttpCache
@@ -60,6 +62,11 @@ class PageVisit:
       cache(HttpCache|None): Where the fetch takes and keeps responses (``--cache``).
       files(FileStore|None): Where the files the items name are kept (``--files``).
       file(dict|None): A file's message: where its file was kept, its digest and type.
+      markdown_dir(Path|None): Where the pages' Markdown files go (``--markdown``).
+      main(MainContent|None): The page's main content (``--markdown``,
+        ``--near-duplicates``).
+      near_duplicate_of(str|None): The page seen before whose main text this one's
+        nearly is (``--near-duplicates``).
       earlier(Earlier|None): What an earlier crawl saw of the page (``--recrawl-from``).
       conditions(dict|None): The conditional request's headers that asks about it.
       unchanged(Earlier|None): ``earlier``, when the server answered ``304``.
@@ -111,6 +118,9 @@ class PageVisit:
     cache: HttpCache | None = None
     files: FileStore | None = None
     file: dict[str, Any] | None = None
+    markdown_dir: Path | None = None
+    main: MainContent | None = None
+    near_duplicate_of: str | None = None
     earlier: Earlier | None = None
     conditions: dict[str, str] | None = None
     unchanged: Earlier | None = None
