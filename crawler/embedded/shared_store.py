@@ -5,10 +5,11 @@ some of a crawl's keys count across all its pages: the page budgets (``--max-pag
 ``--max-pages-per-host``), each host's places (``--max-per-host``), its turns
 (``--max-rate``, ``Crawl-delay``), the payloads ``--warc`` kept (a copy is a
 ``revisit``), the robots.txt rules fetched (each host's fetched once), the pages' text
-fingerprints (``--near-duplicates``) and the crawl's cookies (a login holds on every shard: :mod:`crawler.fetching.shared_cookies`).  Those
-live in one more process (a :class:`multiprocessing.managers.BaseManager`
-server), which each shard's :class:`ShardClient` asks for them; the rest stays in the
-shard's memory.  A crawl without those options starts no such process.
+fingerprints (``--near-duplicates``) and the crawl's cookies (a login holds on every
+shard: :mod:`crawler.fetching.shared_cookies`).  Those live in one more process (a
+:class:`multiprocessing.managers.BaseManager` server), which each shard's
+:class:`ShardClient` asks for them; the rest stays in the shard's memory.  A crawl
+without those options starts no such process.
 """
 
 from __future__ import annotations
