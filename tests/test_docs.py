@@ -274,7 +274,7 @@ SAMPLE_VALUES = {
     "max_rate": "5", "max_per_host": "2", "user_agent": "a-bot/1.0",
     "handler": "examples.titles:title_and_description", "handler_timeout": "1", "warc": "DIR",
     "pipeline": "examples.shop_pipelines:at_least_ten",
-    "cache": "DIR", "files": "DIR",
+    "cache": "DIR", "files": "DIR", "markdown": "DIR", "near_duplicates": "mark",
     "header": "A: 1", "cookies": "off", "proxy": "http://127.0.0.1:3128", "timeout": "5",
     "retries": "1", "auth_env": "example.org=CRAWLER_AUTH_X", "render_wait": "2",
     "input_file": "FILE", "recrawl_from": "FILE", "recrawl_warc": "DIR",

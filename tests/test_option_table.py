@@ -53,6 +53,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "warc": ("archive", "archive"),
     "cache": ("cache", "cache"),
     "files": ("files", "files"),
+    "markdown": ("md", "md"),
+    "near_duplicates": ("skip", "skip"),
     "header": ("X-A: 1", ["X-A: 1"]),
     "cookies": ("off", False),
     "proxy": ("http://127.0.0.1:3128", "http://127.0.0.1:3128"),
