@@ -107,6 +107,9 @@ class PageRecord(_EveryRecord, total=False):
     near_duplicate_of: str
     #: ``--markdown``: the page's Markdown file, under the crawl's directory.
     markdown_file: str
+    #: A recrawl's page downloaded again, whose earlier text digest is known: ``markup``
+    #: (its bytes changed, its main text did not: ``unchanged``) or ``text``.
+    change: str
     #: How many of ``links`` are sitemaps (a sitemap's record).
     sitemaps: int
     #: The last error, one line (a failure).
@@ -167,7 +170,7 @@ PAGE_FIELDS = (
     "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "warc_file",
     "warc_offset", "payload_digest", "cached", "data", "items", "handler_error",
     "refused_requests", "method", "request_key", "dropped_items", "item_errors", "file",
-    "text_digest", "near_duplicate_of", "markdown_file",
+    "text_digest", "near_duplicate_of", "markdown_file", "change",
 )  # fmt: skip
 
 
@@ -262,6 +265,7 @@ RECORD_FIELDS = (
     "warc_offset", "payload_digest", "data", "handler_error", "bytes",
     "fetch_ms", "items", "refused_requests", "method", "request_key", "dropped_items",
     "item_errors", "cached", "file", "text_digest", "near_duplicate_of", "markdown_file",
+    "change",
 )  # fmt: skip
 
 

@@ -136,3 +136,47 @@ def test_workers_find_the_near_duplicates_one_another_fetched(
     )  # fmt: skip
     assert waiting.returncode == 0, stdout + stderr
     check(root / "site", read_records(output), site)
+
+
+def serve_articles(site: SiteServer, footer: str, changed: frozenset[int] = frozenset()) -> str:
+    """30 articles, each linked from the first, with a footer (outside the main
+    content) that says ``footer``; the articles in ``changed`` with a new paragraph."""
+    rng = random.Random(30)
+    paths = [f"/a/{i}.html" for i in range(30)]
+    links = "".join(f'<a href="{site.url(path)}">{path}</a>\n' for path in paths)
+    for i, path in enumerate(paths):
+        extra = "<p>A new paragraph.</p>" if i in changed else ""
+        site.pages[path] = Page(
+            f"<html><title>{path}</title><nav>{links if i == 0 else ''}</nav><main><h1>{i}</h1>"
+            f"<p>{words(rng, 60)}</p>{extra}</main><footer>Built {footer}</footer></html>".encode()
+        )
+    return site.url(paths[0])
+
+
+def test_a_recrawl_counts_a_page_changed_only_outside_its_text_unchanged(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    done = seed(
+        environment(), serve_articles(site, "2026-12-01"), "--local", "--markdown",
+        str(tmp_path / "md1"), "-o", str(first),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(list((tmp_path / "md1").rglob("*.md"))) == 30
+    changed = frozenset({3, 7, 11})
+    seed_url = serve_articles(site, "2026-12-07", changed)  # every footer's date, 3 texts
+    done = seed(
+        environment(), seed_url, "--local", "--recrawl-from", str(first), "--markdown",
+        str(tmp_path / "md2"), "-o", str(second),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = {r["url"]: r for r in read_records(second)}
+    assert len(records) == 30
+    for i in range(30):
+        record = records[site.url(f"/a/{i}.html")]
+        if i in changed:
+            assert record["outcome"] == "crawled" and record["change"] == "text"
+        else:
+            assert record["outcome"] == "unchanged" and record["change"] == "markup", record
+    written = sorted(p.name for p in (tmp_path / "md2").rglob("*.md"))
+    assert written == sorted(f"{i}.md" for i in changed)  # none again but the 3

@@ -87,6 +87,8 @@ class Earlier:
       links(tuple): The links its record listed, followed again when it is unchanged.
       payload_digest(str): Its ``WARC-Payload-Digest`` when it was kept in WARC files.
       capture(Capture): Its WARC record, when the earlier WARC files were given.
+      text_digest(str): The digest of its main text (``--markdown``,
+        ``--near-duplicates``): the same text again is the page unchanged.
     """
 
     etag: str | None = None
@@ -94,6 +96,7 @@ class Earlier:
     links: tuple[str, ...] = ()
     payload_digest: str | None = None
     capture: Capture | None = None
+    text_digest: str | None = None
 
     def conditions(self) -> dict[str, str]:
         """The conditional request's headers."""
@@ -107,6 +110,8 @@ class Earlier:
     def encoded(self) -> bytes:
         value: dict[str, Any] = {"e": self.etag, "m": self.last_modified, "l": list(self.links)}
         value["d"] = self.payload_digest
+        if self.text_digest is not None:
+            value["t"] = self.text_digest
         if self.capture is not None:
             value["c"] = [self.capture.record_id, self.capture.date]
         return zlib.compress(json.dumps(value, separators=(",", ":")).encode(), 1)
@@ -115,7 +120,7 @@ class Earlier:
     def decoded(cls, data: bytes) -> Earlier:
         value = json.loads(zlib.decompress(data))
         capture = None if value.get("c") is None else Capture(*value["c"])
-        return cls(value["e"], value["m"], tuple(value["l"]), value["d"], capture)
+        return cls(value["e"], value["m"], tuple(value["l"]), value["d"], capture, value.get("t"))
 
 
 def key(crawl_id: str, url: str) -> str:
@@ -174,8 +179,8 @@ def read_records(
             if record["outcome"] not in PAGES:
                 continue
             unsendable += _without_unsendable(record, number)
-            if record.get("etag") or record.get("last_modified"):
-                entries.append((record["url"], _earlier(record)))
+            if record.get("etag") or record.get("last_modified") or record.get("text_digest"):
+                entries.append((record["url"], _earlier(record)))  # a validator, or its text
     if unsendable:
         logger.warning(
             "--recrawl-from %r: %d validator(s) no request can carry (a CR, LF or other control,"
@@ -261,6 +266,7 @@ def _earlier(record: Record) -> Earlier:
         last_modified=record.get("last_modified"),
         links=tuple(record["links"]),
         payload_digest=record.get("payload_digest"),
+        text_digest=record.get("text_digest"),
     )
 
 

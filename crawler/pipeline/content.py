@@ -8,6 +8,7 @@ import logging
 import time
 from pathlib import Path
 
+from crawler import outcomes
 from crawler.content import fingerprints
 from crawler.content.main_text import MainContent, main_content
 from crawler.content.markdown_files import relative_path, write_page
@@ -31,7 +32,11 @@ class ContentStage(Stage):
       ``near_duplicate_of`` it, and with ``skip`` its handler is not run and its links
       are not followed;
     * ``--markdown``: its file written (:mod:`crawler.content.markdown_files`), unless
-      skipped as a near-duplicate; the record names it (``markdown_file``).
+      skipped as a near-duplicate; the record names it (``markdown_file``);
+    * ``--recrawl-from`` of a crawl that kept its pages' ``text_digest``: a page
+      downloaded again whose main text is the same is ``unchanged`` (its Markdown not
+      written again, its handler not run, its links followed), and the record says
+      which changed (``change``: ``markup`` alone, or the ``text``).
 
     Parameters:
       pool(StorePool): The store of the crawl's fingerprints.
@@ -59,15 +64,31 @@ class ContentStage(Stage):
     def on_links(self, visit: PageVisit) -> None:
         if visit.near_duplicate_of is not None and self._skipped(visit):
             visit.anchors, visit.page = [], None  # no handler, no links
+        elif self._same_text(visit):
+            visit.page = None  # its items made before; its links followed as found
+
+    @staticmethod
+    def _same_text(visit: PageVisit) -> bool:
+        """A recrawl's page downloaded again whose main text is the earlier crawl's."""
+        earlier, main = visit.earlier, visit.main
+        return (
+            earlier is not None and main is not None and earlier.text_digest is not None
+            and earlier.text_digest == _digest(main.text)
+        )  # fmt: skip
 
     def on_record(self, visit: PageVisit) -> None:
         main = visit.main
         if main is None:
             return
-        text = main.text.encode("utf-8", "surrogatepass")
-        visit.record["text_digest"] = "sha256:" + hashlib.sha256(text).hexdigest()
+        visit.record["text_digest"] = _digest(main.text)
         if visit.near_duplicate_of is not None:
             visit.record["near_duplicate_of"] = visit.near_duplicate_of
+        if visit.earlier is not None and visit.earlier.text_digest is not None:
+            same = self._same_text(visit)  # a recrawl: what changed, said
+            visit.record["change"] = "markup" if same else "text"
+            if same:
+                visit.record["outcome"] = outcomes.UNCHANGED
+                return  # its Markdown written before
         if visit.markdown_dir is None or (visit.near_duplicate_of and self._skipped(visit)):
             return
         write_page(visit.markdown_dir, visit.url, _front_matter(visit, main), main.markdown)
@@ -125,6 +146,10 @@ def _earlier_near(held: object, url: str, fingerprint: int) -> str | None:
         except ValueError:  # a line cut short by an eviction: not a page
             continue
     return None
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _front_matter(visit: PageVisit, main: MainContent) -> dict[str, object]:
