@@ -43,7 +43,8 @@ def test_a_generator_s_yields_are_items_and_requests_and_what_it_returns_its_dat
     ]
     bad = handlers.run(yield_handlers.bad_yield, page("<p>"))
     assert bad.error == (
-        "handler-failed: yielded int: yield dicts (items), crawler.Request or URLs (to follow)"
+        "handler-failed: yielded int: yield dicts (items), crawler.File, crawler.Request or URLs"
+        " (to follow)"
     )
     assert bad.items == []  # the step failed whole: nothing of it kept
 
