@@ -309,3 +309,12 @@ def test_server_pace_smoke_run_crawls_every_page_of_both_servers_locally(tmp_pat
         assert re.search(rf"^{server} +local +[\d.]+ +40/40 +\d+ ", result.stdout, re.M), (
             result.stdout
         )
+
+
+def test_clean_text_cost_smoke_run_prices_markdown_and_simhash_on_both_docs(
+    tmp_path: Path,
+) -> None:
+    _, figures = run_benchmark("clean_text_cost.py", tmp_path / "clean.json", "--pages", "5")
+    for package in ("postgresql-doc-15", "python3.11-doc"):
+        assert figures[package]["pages"] == 5
+        assert all(figures[package][step]["mean_ms"] > 0 for step in ("main_content", "simhash"))
