@@ -340,13 +340,18 @@ def directory_roots() -> dict[str, Path | None]:
     }
 
 
+#: The variable of each option's root, ``--warc``'s among them (its root is its WARC
+#: files', :class:`~crawler.archiving.warc.WarcFiles`).
+ROOT_VARIABLES = {**DIRECTORY_ROOTS, "warc": "CRAWLER_WARC_DIR"}
+
+
 def directory_under(option: str, root: Path | None, name: str) -> Path:
     """Where the directory ``name`` a crawl's ``option`` (``cache``, ``files``) names is
     on this machine: ``name`` under ``root`` (the worker's variable of
     :data:`DIRECTORY_ROOTS`; a ``--local`` crawl's own directory), symlinks followed,
     which must still be under it.  Raises :class:`~crawler.errors.InvalidMessage` for
     one outside it, or for any when there is no root."""
-    variable = DIRECTORY_ROOTS[option]
+    variable = ROOT_VARIABLES[option]
     if root is None:
         raise InvalidMessage(
             f"message options: {option} names a directory on this worker's disk, where it"

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from crawler.atomic_write import write_atomically
 
 #: The folder under DIR that holds the files, as Scrapy's ``full/``.
 FOLDER = "full"
@@ -49,15 +49,7 @@ class FileStore:
         name = f"{FOLDER}/{digest}{extension(url, content_type)}"
         path = self.directory / name
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(content)
-                os.replace(temporary, path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            write_atomically(path, content)
         return entry(url, name, digest, media_type(content_type), len(content))
 
 

@@ -48,8 +48,8 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from crawler.environment import Limits
-from crawler.errors import InvalidMessage, TransientError, shown
+from crawler.environment import Limits, directory_under
+from crawler.errors import TransientError
 from crawler.fetching import Fetched, is_html, read_body
 from crawler.fetching.bounded_fetch import RETRIED_4XX
 
@@ -132,19 +132,7 @@ class WarcFiles:
         still be under the root.  Raises :class:`~crawler.errors.InvalidMessage` for
         one outside it (``..``, an absolute path elsewhere, a symlink out) and for
         any, when this process has no root."""
-        if self.root is None:
-            raise InvalidMessage(
-                "message options: warc names a directory on this worker's disk, where it"
-                " writes only under its CRAWLER_WARC_DIR, which is not set"
-            )
-        root = Path(os.path.realpath(self.root))
-        target = Path(os.path.realpath(root / name))
-        if ".." in Path(name).parts or not target.is_relative_to(root):
-            raise InvalidMessage(
-                f"message options: warc {shown(repr(name))} is outside this worker's"
-                f" CRAWLER_WARC_DIR {str(self.root)!r}"
-            )
-        return target
+        return directory_under("warc", self.root, name)
 
     def append(
         self, directory: Path, crawl_id: str, options: Mapping[str, Any], records: bytes

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from crawler.atomic_write import write_atomically
 
 #: The longest part of a file's path, in bytes of UTF-8.
 MAX_PART = 200
@@ -72,13 +72,6 @@ def write_page(directory: Path, url: str, fields: Mapping[str, Any], markdown: s
     """Write the page's file (front matter of ``fields``, then ``markdown``) under
     ``directory``, whole or not at all; its path."""
     path = directory / relative_path(url)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            out.write(front_matter(fields) + markdown.rstrip("\n") + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    text = front_matter(fields) + markdown.rstrip("\n") + "\n"
+    write_atomically(path, text.encode("utf-8", "surrogatepass"))
     return path

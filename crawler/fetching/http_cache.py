@@ -26,8 +26,6 @@ import hashlib
 import io
 import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,8 @@ import requests
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 from urllib3 import HTTPResponse
+
+from crawler.atomic_write import write_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -144,23 +144,10 @@ class HttpCache:
         data = json.dumps(header, ensure_ascii=True).encode() + b"\n" + content
         path = self.path(self.key(method, url, body))
         try:
-            _write_atomically(path, data)
+            write_atomically(path, data)
         except OSError as e:
             logger.warning("Cannot keep the response of %r in the cache %s: %s", url, path, e)
         return _entry_of(data, method, url)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".part")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def _entry_of(data: bytes, method: str, url: str) -> Entry:
