@@ -57,6 +57,7 @@ from selectolax.lexbor import LexborHTMLParser
 from crawler.content.main_text import MainContent, main_content
 from crawler.environment import ACTOR_TIME_LIMIT
 from crawler.errors import InvalidMessage, shown
+from crawler.items.files import FILE_URLS
 from crawler.items.pipelines import DropItem, ItemPipeline, as_pipeline, name_of
 from crawler.links.extraction import decoded, page_base, page_encoding, resolved, selected_links
 from crawler.links.url_patterns import UrlPattern, UrlPatterns, url_matcher
@@ -340,16 +341,6 @@ class File:
 
     def item(self) -> dict[str, Any]:
         return {**(self.data or {}), FILE_URLS: [self.url]}
-
-
-#: The field of an item that names the files to download (``--files``), as Scrapy's.
-FILE_URLS = "file_urls"
-#: The field the crawl fills with what became of each (:mod:`crawler.archiving.files`).
-FILES = "files"
-#: The label and ``unique_key`` of a file's request: a file is claimed apart from a page
-#: at its URL, and given to no handler.
-FILE_LABEL = "crawler:file"
-FILE_KEY = "file"
 
 
 #: The methods a :class:`Request` may use: those that ask for a page.

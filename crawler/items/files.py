@@ -18,10 +18,17 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from crawler.handlers import FILE_KEY, FILES
 from crawler.outcomes import ANSWERED, DUPLICATE, FAILED, NOT_FINAL
 from crawler.records import Record
 
+#: The field of an item that names the files to download (``--files``), as Scrapy's.
+FILE_URLS = "file_urls"
+#: The field the crawl fills with what became of each (:mod:`crawler.archiving.files`).
+FILES = "files"
+#: The label and ``unique_key`` of a file's request: a file is claimed apart from a page
+#: at its URL, and given to no handler.
+FILE_LABEL = "crawler:file"
+FILE_KEY = "file"
 #: What an item's entry of a file says while its fetch has not ended.
 PENDING = "pending"
 #: The ``request_key`` of a file's message (:func:`crawler.frontier.scope.request_key`).

@@ -9,8 +9,8 @@ from typing import Any
 from crawler.archiving.files import FileStore
 from crawler.environment import directory_under
 from crawler.fetching import Fetched
-from crawler.handlers import FILE_KEY, FILE_LABEL, FILE_URLS, FILES, Request
-from crawler.items.files import PENDING
+from crawler.handlers import Request
+from crawler.items.files import FILE_KEY, FILE_LABEL, FILE_URLS, FILES, PENDING
 from crawler.links.canonical import canonical_url
 from crawler.links.extraction import resolved
 from crawler.pipeline.stage import Stage
