@@ -153,23 +153,31 @@ def serve_articles(site: SiteServer, footer: str, changed: frozenset[int] = froz
     return site.url(paths[0])
 
 
+@pytest.mark.parametrize("where", ["local", "rabbitmq_env", "redis_env"])
 def test_a_recrawl_counts_a_page_changed_only_outside_its_text_unchanged(
-    site: SiteServer, tmp_path: Path
+    where: str, site: SiteServer, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    done = seed(
-        environment(), serve_articles(site, "2026-12-01"), "--local", "--markdown",
-        str(tmp_path / "md1"), "-o", str(first),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert len(list((tmp_path / "md1").rglob("*.md"))) == 30
+    root = tmp_path / "markdown"
+
+    def crawl(seed_url: str, *args: str) -> None:
+        if where == "local":
+            done = seed(environment(), seed_url, "--local", *args)
+            assert done.returncode == 0, done.stderr[-2000:]
+            return
+        env = environment(
+            **request.getfixturevalue(where), **FAST_FAILURES, CRAWLER_MARKDOWN_DIR=str(root)
+        )
+        waiting, stdout, stderr, _ = waited_crawl(env, seed_url, *args, threads=4)
+        assert waiting.returncode == 0, stdout + stderr
+
+    crawl(serve_articles(site, "2026-12-01"), "--markdown", str(root / "md1"), "-o", str(first))
+    assert len(list((root / "md1").rglob("*.md"))) == 30
     changed = frozenset({3, 7, 11})
     seed_url = serve_articles(site, "2026-12-07", changed)  # every footer's date, 3 texts
-    done = seed(
-        environment(), seed_url, "--local", "--recrawl-from", str(first), "--markdown",
-        str(tmp_path / "md2"), "-o", str(second),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+    crawl(
+        seed_url, "--recrawl-from", str(first), "--markdown", str(root / "md2"), "-o", str(second)
+    )
     records = {r["url"]: r for r in read_records(second)}
     assert len(records) == 30
     for i in range(30):
@@ -178,5 +186,5 @@ def test_a_recrawl_counts_a_page_changed_only_outside_its_text_unchanged(
             assert record["outcome"] == "crawled" and record["change"] == "text"
         else:
             assert record["outcome"] == "unchanged" and record["change"] == "markup", record
-    written = sorted(p.name for p in (tmp_path / "md2").rglob("*.md"))
+    written = sorted(p.name for p in (root / "md2").rglob("*.md"))
     assert written == sorted(f"{i}.md" for i in changed)  # none again but the 3
