@@ -6,6 +6,7 @@ Every name here is documented in the README's configuration table.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -345,12 +346,15 @@ def directory_roots() -> dict[str, Path | None]:
 ROOT_VARIABLES = {**DIRECTORY_ROOTS, "warc": "CRAWLER_WARC_DIR"}
 
 
+@functools.lru_cache(maxsize=256)
 def directory_under(option: str, root: Path | None, name: str) -> Path:
     """Where the directory ``name`` a crawl's ``option`` (``cache``, ``files``) names is
     on this machine: ``name`` under ``root`` (the worker's variable of
     :data:`DIRECTORY_ROOTS`; a ``--local`` crawl's own directory), symlinks followed,
     which must still be under it.  Raises :class:`~crawler.errors.InvalidMessage` for
-    one outside it, or for any when there is no root."""
+    one outside it, or for any when there is no root.  Kept for each (option, root,
+    name): every page of a crawl names the same directory, whose symlinks are followed
+    once a process."""
     variable = ROOT_VARIABLES[option]
     if root is None:
         raise InvalidMessage(

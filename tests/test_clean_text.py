@@ -69,7 +69,7 @@ def test_a_page_s_file_is_named_by_its_url_and_never_outside_its_directory(tmp_p
         assert all(len(part.encode()) <= 200 for part in path.relative_to(tmp_path).parts)
         name = path.name.split(".")[0].lower()
         assert name not in ("con", "aux", "nul") and not set('<>:"|?*\\\x00') & set(path.name)
-    assert not list(tmp_path.rglob(".part-*"))  # written whole, renamed into place
+    assert not list(tmp_path.rglob("*.part"))  # written whole, renamed into place
 
 
 #: The site: 50 distinct pages (the first links to every page) and 200 that differ from
