@@ -647,6 +647,7 @@ def slow_robots(seconds: float) -> Behavior:
     return answer
 
 
+@pytest.mark.serial  # its worker's load is its own: no other test's may slow its renders
 def test_on_a_loaded_worker_no_render_meets_the_time_limit_and_busy_pages_cost_no_other_its_render(
     site: SiteServer, rabbitmq_env: dict[str, str], tmp_path: Path
 ) -> None:
