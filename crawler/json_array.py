@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from crawler.atomic_write import write_atomically
+
 #: What ends the file: the array's closing bracket on a line of its own.
 END = b"\n]\n"
 
@@ -38,16 +40,19 @@ class JsonArrayFile:
     def __init__(self, path: Path, *, append: bool = False) -> None:
         self.path = path
         carried_on = append and path.exists() and path.stat().st_size > 0
-        if carried_on:
-            self._fd = os.open(path, os.O_RDWR)
-        else:
-            self._fd = _made_whole(path, b"[" + END)
+        regular = not path.exists() or path.is_file()  # not a device, which is written in place
+        if not carried_on and regular:
+            # renamed onto the path: never seen empty; a missing directory is the user's
+            write_atomically(path, b"[" + END, make_directory=False)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT)
         try:
             if carried_on:
                 self._end, self._empty = _array_end(self._fd, path)
                 self._put(END, self._end)
             else:
                 self._end, self._empty = 1, True
+                if not regular:
+                    self._put(b"[" + END, 0)
         except BaseException:
             os.close(self._fd)
             raise
@@ -74,27 +79,6 @@ class JsonArrayFile:
         if self._fd != -1:
             fd, self._fd = self._fd, -1
             os.close(fd)
-
-
-def _made_whole(path: Path, data: bytes) -> int:
-    """``path`` made anew holding ``data``, open for reading and writing: written to a
-    file beside it and renamed over it, so that a reader never finds it empty."""
-    if path.exists() and not path.is_file():  # a device or the like: written in place
-        fd = os.open(path, os.O_RDWR | os.O_TRUNC)
-        os.write(fd, data)
-        return fd
-    part = path.with_name(f".{path.name}.{os.getpid()}.part")
-    fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        written = 0
-        while written < len(data):
-            written += os.write(fd, data[written:])
-        os.replace(part, path)
-    except BaseException:
-        os.close(fd)
-        part.unlink(missing_ok=True)
-        raise
-    return fd
 
 
 def _array_end(fd: int, path: Path) -> tuple[int, bool]:
