@@ -17,8 +17,10 @@ about 1 ms a PostgreSQL page and 4 ms a (much larger) Python one.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from html_to_markdown import ConversionOptions, convert
 from selectolax.lexbor import LexborHTMLParser
@@ -74,6 +76,11 @@ class MainContent:
     markdown: str
     text: str
     title: str | None
+
+    @cached_property
+    def digest(self) -> str:
+        """``sha256:`` and the SHA-256 of :attr:`text`: what a recrawl compares."""
+        return "sha256:" + hashlib.sha256(self.text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def main_content(html: str | bytes) -> MainContent:

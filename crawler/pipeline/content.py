@@ -73,14 +73,14 @@ class ContentStage(Stage):
         earlier, main = visit.earlier, visit.main
         return (
             earlier is not None and main is not None and earlier.text_digest is not None
-            and earlier.text_digest == _digest(main.text)
+            and earlier.text_digest == main.digest
         )  # fmt: skip
 
     def on_record(self, visit: PageVisit) -> None:
         main = visit.main
         if main is None:
             return
-        visit.record["text_digest"] = _digest(main.text)
+        visit.record["text_digest"] = main.digest
         if visit.near_duplicate_of is not None:
             visit.record["near_duplicate_of"] = visit.near_duplicate_of
         if visit.earlier is not None and visit.earlier.text_digest is not None:
@@ -119,12 +119,11 @@ class ContentStage(Stage):
                 key = f"near:{crawl_id}:{index}:{value:x}"  # no hash tag: spread in a cluster
                 line = f"{fingerprint:016x} {url}" + (f" dup:{original}" if original else "")
                 mine = (line + "\n").encode("utf-8", "surrogatepass")
-                if client.add(key, mine, self.lifetimes.grace) or original is not None:
-                    if original is not None:
-                        client.append(key, mine)
-                    continue
+                if client.add(key, mine, self.lifetimes.grace):
+                    continue  # the first page of this band value
                 client.append(key, mine)
-                original = _earlier_near(client.get(key), url, fingerprint)
+                if original is None:
+                    original = _earlier_near(client.get(key), url, fingerprint)
         return original
 
 
@@ -146,10 +145,6 @@ def _earlier_near(held: object, url: str, fingerprint: int) -> str | None:
         except ValueError:  # a line cut short by an eviction: not a page
             continue
     return None
-
-
-def _digest(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _front_matter(visit: PageVisit, main: MainContent) -> dict[str, object]:
