@@ -115,6 +115,17 @@ def test_records_keeps_the_pages_of_a_crawl_with_a_handler(
     assert same_items(json.loads(feed.read_text()), made(site))
 
 
+def state_crawl(site: SiteServer, pages: int, tmp_path: Path) -> tuple[Path, list[str]]:
+    """A ``--local --state`` crawl of a chain of ``pages`` with the items handler, its
+    feed ``items.json``: the feed and the command."""
+    feed = tmp_path / "items.json"
+    command = [
+        CRAWLER, "crawl", "--local", chain(site, pages), "--handler", HANDLER,
+        "-o", str(feed), "--state", str(tmp_path / "state"),
+    ]  # fmt: skip
+    return feed, command
+
+
 def items_in(feed: Path, before: int) -> int:
     """How many items the feed holds as the crawl writes it, or ``before`` when the read
     caught a write half done (a reader of a file being added to can: the file is whole
@@ -130,11 +141,7 @@ def test_a_json_feed_is_valid_json_after_a_kill_and_a_state_crawl_adds_to_its_ar
 ) -> None:
     pages = 30
     site.delay = 0.1  # a page at a time: the chain is fetched in order
-    feed, state = tmp_path / "items.json", tmp_path / "state"
-    command = [
-        CRAWLER, "crawl", "--local", chain(site, pages), "--handler", HANDLER,
-        "-o", str(feed), "--state", str(state),
-    ]  # fmt: skip
+    feed, command = state_crawl(site, pages, tmp_path)
     with running(command, env=environment(), stdout=subprocess.PIPE) as crawl:
         seen = 0
         deadline = time.monotonic() + 60
@@ -163,11 +170,7 @@ def test_a_state_crawl_interrupted_by_ctrl_c_adds_each_item_once(
 ) -> None:
     pages = 20
     site.delay = 0.1
-    feed, state = tmp_path / "items.json", tmp_path / "state"
-    command = [
-        CRAWLER, "crawl", "--local", chain(site, pages), "--handler", HANDLER,
-        "-o", str(feed), "--state", str(state),
-    ]  # fmt: skip
+    feed, command = state_crawl(site, pages, tmp_path)
     with running(command, env=environment(), stdout=subprocess.PIPE) as crawl:
         site.wait_for_requests(5, timeout=60)
         crawl.send_signal(signal.SIGINT)

@@ -138,9 +138,8 @@ class FileJoin:
         pages = list(self.waiting.items())
         self.waiting.clear()
         self.waiting_for.clear()
-        for page, _ in pages:
+        for page, items in pages:
             self.written(page)
-        for _, items in pages:
             for item in items:
                 for entry in _entries(item):
                     if entry.get("status") == PENDING:

@@ -102,6 +102,4 @@ def _canonical(link: str) -> str | None:
 
 def _urls(given: Any) -> list[Any]:
     """An item's ``file_urls``: a list, or one URL as a string."""
-    return (
-        [given] if isinstance(given, str) else list(given) if isinstance(given, list) else [given]
-    )
+    return list(given) if isinstance(given, list) else [given]
