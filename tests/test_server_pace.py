@@ -175,6 +175,7 @@ def test_a_503_with_retry_after_is_the_servers_pace_and_without_it_a_failure(
     assert len(retried) == 1 and "/failing.html" in retried[0], stderr
 
 
+@pytest.mark.serial  # a pace measured: no other test's load may move it
 @pytest.mark.parametrize("where", ["workers", "local"])
 def test_auto_throttle_holds_a_server_that_slows_under_load_to_its_pace(
     where: str, site: SiteServer, tmp_path: Path, rabbitmq_env: dict[str, str]
