@@ -141,6 +141,34 @@ def test_a_slower_answer_is_not_undone_by_a_faster_one_that_read_the_pace_before
     assert kept.delay == pytest.approx(0.1 * (1 - politeness.AUTO_FASTER), rel=1e-5)
 
 
+def test_a_turn_awaited_while_its_server_asked_the_crawl_to_wait_is_not_taken() -> None:
+    """Another request's 429 paused the host while this one waited in its thread for a
+    turn taken at the old pace: it does not go (the server refuses what comes in its
+    wait), but comes back after the wait."""
+    import time
+
+    import requests
+
+    from crawler.environment import Limits
+
+    client, options = MemoryClient(), CrawlOptions(crawl_id="c", max_rate=10)
+    url, now = "http://h.test/", time.time()
+    until = now + 1.0
+    client.set(politeness.pace_key("c", "h.test"), f"{until:.3f}".encode())
+    verdict, due = politeness.check(
+        client, requests.Session(), url, options, limits=Limits(), via_public=True,
+        paced_as="h.test", reserved=now + 0.05,
+    )  # fmt: skip
+    assert (verdict, due) == (politeness.PACED, pytest.approx(until, abs=1e-3))
+
+    client.delete(politeness.pace_key("c", "h.test"))  # no wait: the awaited turn is taken
+    verdict, _ = politeness.check(
+        client, requests.Session(), url, options, limits=Limits(), via_public=True,
+        paced_as="h.test", reserved=time.time() + 0.05,
+    )  # fmt: skip
+    assert verdict == politeness.ALLOWED
+
+
 def test_a_worker_s_consumers_look_for_due_turns_every_tenth_of_a_second() -> None:
     """Dramatiq's worker puts delayed messages back when its consumer wakes (a second
     by default): with PromptDelays its consumers wake every 0.1 s, its threads as before."""

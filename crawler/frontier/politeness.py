@@ -51,7 +51,7 @@ ROBOTS_WAIT_MARGIN = 0.5
 
 
 #: What :func:`check` says of a URL.
-ALLOWED, DISALLOWED, RATE_LIMITED = "allowed", "disallowed", "rate-limited"
+ALLOWED, DISALLOWED, RATE_LIMITED, PACED = "allowed", "disallowed", "rate-limited", "paced"
 #: Seconds a worker thread waits for a place of its host (``--max-per-host``) before
 #: deferring the message.
 RATE_WAIT = 1.0
@@ -162,6 +162,9 @@ def take_turn(
         except ServerBusy as e:  # robots.txt's answer: the host's pace holds for its pages
             pause_host(client, options, url, e.delay)
             return TurnAnswer(None, outcomes.DEFERRED, e.delay + defer_delay())
+    if verdict == PACED:  # its server asked the crawl to wait while it awaited its turn
+        left = math.ceil(max(0.0, (due or 0) - time.time()) * 1000)
+        return TurnAnswer(None, outcomes.DEFERRED, left + defer_delay())
     if verdict == DISALLOWED:
         logger.warning("Skipping URL %r since robots.txt disallows it.", url)
         return TurnAnswer(None, outcomes.DISALLOWED)
@@ -229,7 +232,9 @@ def check(
     adaptive: Pace | None = None,
 ) -> tuple[str, float | None]:
     """Whether ``url`` may be fetched now: robots.txt first, then the host's turn
-    (:func:`next_turn`); and when the turn is later, the turn (epoch seconds).
+    (:func:`next_turn`); and when the turn is later, the turn (epoch seconds), or when
+    the server asked the crawl to wait while the turn was awaited (``PACED``), the end
+    of that wait.
 
     Parameters:
       client(MemcachedClient): The dedup store, where robots.txt rules and the hosts'
@@ -269,6 +274,13 @@ def check(
     if wait > 0:
         metrics.rate_limited("waited")
         time.sleep(wait)
+        # A turn awaited here was taken at the pace before the wait: if the server asked
+        # the crawl to wait meanwhile (another request's 429), the turn is not taken,
+        # or every turn taken within TURN_WAIT would reach the server refusing them.
+        until = client.get(pace_key(options.crawl_id, paced_as))
+        if _left(until):
+            metrics.rate_limited("paced")
+            return PACED, float(until or 0)
     return ALLOWED, None
 
 
