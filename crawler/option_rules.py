@@ -376,6 +376,22 @@ def _follow_choice(value: Any) -> str:
 
 
 FOLLOW = Rule(f"{FOLLOW_ALL} or {FOLLOW_HANDLERS}", _follow_choice)
+#: ``--render``'s values: every page (``--render``, ``--render all``: True), or only the
+#: pages that need a browser (``--render auto``).
+RENDER_ALL, RENDER_AUTO = "all", "auto"
+
+
+def _render_choice(value: Any) -> bool | str:
+    if type(value) is bool:
+        return value
+    if value == RENDER_ALL:
+        return True
+    if value != RENDER_AUTO or not isinstance(value, str):
+        raise ValueError
+    return RENDER_AUTO
+
+
+RENDER = Rule(f"true, false, {RENDER_ALL} or {RENDER_AUTO}", _render_choice)
 #: ``--near-duplicates``: say so in the record, or skip the page too.
 NEAR_DUPLICATES_MARK, NEAR_DUPLICATES_SKIP = "mark", "skip"
 
@@ -710,6 +726,11 @@ def follow(value: Any) -> str:
 def near_duplicates(value: Any) -> str:
     """``--near-duplicates mark|skip``."""
     return _checked(value, NEAR_DUPLICATES)
+
+
+def render(value: Any) -> bool | str:
+    """``--render`` (every page: True), ``--render auto`` (the pages that need it)."""
+    return _checked(value, RENDER)
 
 
 def switch(value: Any) -> bool:

@@ -32,8 +32,9 @@ from crawler.option_rules import DEFAULT_USER_AGENT, MAX_RENDER_WAIT, Rule
 #: What kind of flag an option is.  ``value``: one value; ``list``: repeatable, a list
 #: of values; ``switch``: on when given; ``on``: a switch ``crawler crawl`` turns on by
 #: default (``--x``/``--no-x``, all four off with ``--upstream``), off for upstream's
-#: seeder.
-Kind = Literal["value", "list", "switch", "on"]
+#: seeder; ``optional``: on when given alone, or one of a few words (``--render auto``),
+#: never the URL after it.
+Kind = Literal["value", "list", "switch", "on", "optional"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Option:
       crawl_note(str): What ``crawler crawl``'s help adds (its defaults differ from
         upstream's seeder's).
       crawl_only(bool): Only ``crawler crawl`` has it, not upstream's seeder.
+      words(tuple): The values an ``optional`` flag takes after it (``--render auto``).
     """
 
     name: str
@@ -76,6 +78,7 @@ class Option:
     group: Literal["crawl", "run"] = "crawl"
     crawl_note: str = ""
     crawl_only: bool = False
+    words: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -228,10 +231,12 @@ TABLE: tuple[Option, ...] = (
            " CRAWLER_AUTH_NAME (repeatable; no secret is put in a message)", kind="list",
            default=(), field="auth_env", rule=rules.AUTH_ENV, metavar="HOST=CRAWLER_AUTH_NAME"),
     # pages loaded in headless Chromium, their links read from the rendered page
-    Option("render", ("--render",), rules.switch, "bool", "load each page in headless Chromium"
-           " and read links from the rendered page (needs Chromium and 'pip install"
-           " crawler[render]' where pages are fetched)", kind="switch", default=False,
-           field="render", rule=rules.FLAG),
+    Option("render", ("--render",), rules.render, 'bool | Literal["all", "auto"]', "load each"
+           " page in headless Chromium and read links from the rendered page (needs Chromium"
+           " and 'pip install crawler[render]' where pages are fetched); --render auto: only"
+           " the pages that need it, learned from samples of each kind of page",
+           kind="optional", default=False, field="render", rule=rules.RENDER,
+           metavar="auto", words=(rules.RENDER_ALL, rules.RENDER_AUTO)),
     Option("render_wait", ("--render-wait",), rules.render_wait, 'float | Literal["idle"]',
            "after the page loads, wait until the network is idle (default) or this many"
            f" seconds (at most {MAX_RENDER_WAIT:g}) before reading it", field="render_wait",
@@ -369,7 +374,7 @@ class Keywords(TypedDict, total=False):
     timeout: float | None
     retries: int | None
     auth_env: str | Sequence[str] | None
-    render: bool | None
+    render: bool | Literal["all", "auto"] | None
     render_wait: float | Literal["idle"] | None
     render_media: bool | None
     input_file: str | PathLike[str] | None

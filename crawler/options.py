@@ -90,7 +90,7 @@ class CrawlOptions:
     handler_timeout: float | None = None
     retries: int | None = None
     auth_env: tuple[str, ...] = field(default_factory=tuple)
-    render: bool = False
+    render: bool | str = False
     render_wait: float | None = None
     render_media: bool = False
     recrawl: bool = False

@@ -71,6 +71,12 @@ class PageRecord(_EveryRecord, total=False):
     rendered: bool
     #: The render alone, in milliseconds (``--render``).
     render_ms: float
+    #: Why the page was rendered or not (``--render auto``).
+    render_reason: str
+    #: Its kind, what ``--render auto`` learns by.
+    page_kind: str
+    #: Links the browser found that the static page lacks (a sample or check).
+    render_new_links: int
     #: The WARC file holding the response (``--warc``).
     warc_file: str | None
     #: Where its response record starts in that file (``--warc``).
@@ -167,7 +173,8 @@ def page_name(record: Record) -> str:
 #: The order of a page record's fields, whichever stage added them.
 PAGE_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",
-    "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "warc_file",
+    "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "render_reason",
+    "page_kind", "render_new_links", "warc_file",
     "warc_offset", "payload_digest", "cached", "data", "items", "handler_error",
     "refused_requests", "method", "request_key", "dropped_items", "item_errors", "file",
     "text_digest", "near_duplicate_of", "markdown_file", "change",

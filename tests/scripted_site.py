@@ -88,3 +88,36 @@ def wait_until_none_marked(mark: str, timeout: float = 10.0) -> list[int]:
     while (left := processes_marked(mark)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return left
+
+
+def mixed_site(site: SiteServer, static: int = 360, scripted_pages: int = 40) -> list[str]:
+    """Fill ``site`` with a mostly static site and a section built by script:
+    ``/`` links to ``static`` pages ``/docs/N.html`` and to ``/app/0.html``; each docs
+    page links to ``/`` and to the next one in its HTML (and runs a script that adds
+    none); the section's first page, ``/app/0.html``, links to the other
+    ``scripted_pages - 1`` only by script, once loaded, and each of those links back to
+    it by script; all link to ``/`` in their HTML.  Returns every page's path: what a
+    crawl that renders every page reaches, of which one that renders none misses all
+    app pages but the first."""
+    docs = [f"/docs/{i}.html" for i in range(static)]
+    apps = [f"/app/{i}.html" for i in range(scripted_pages)]
+    site.pages["/"] = Page(
+        b"<html><body><h1>Index</h1>"
+        + b"".join(f'<a href="{path}">{path}</a> '.encode() for path in [*docs, apps[0]])
+        + b"</body></html>"
+    )
+    counter = b"<script>window.visits = (window.visits || 0) + 1;</script>"
+    for i, path in enumerate(docs):
+        site.pages[path] = Page(
+            b"<html><head>" + counter + b"</head><body><p>Docs page.</p>"
+            + f'<a href="/">home</a> <a href="{docs[(i + 1) % static]}">next</a>'.encode()
+            + b"</body></html>"
+        )  # fmt: skip
+    for i, path in enumerate(apps):
+        added = "".join(f"add('{other}');" for other in (apps[1:] if i == 0 else apps[:1]))
+        site.pages[path] = Page(
+            b"<html><head><script>" + _ADD + b"</script></head><body><p>App.</p>"
+            b'<a href="/">home</a><script>window.addEventListener("load", () => {'
+            + added.encode() + b"});</script></body></html>"
+        )  # fmt: skip
+    return ["/", *docs, *apps]

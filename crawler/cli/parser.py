@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -44,7 +45,22 @@ class Parser(argparse.ArgumentParser):
         self.subcommands: dict[str, Parser] = {}
         #: The keys a settings file may set, by key.
         self.settings: dict[str, Setting] = {}
+        #: The flags that take a value or none (``--render``, ``--render auto``): the
+        #: words each takes.
+        self.optional_words: dict[str, tuple[str, ...]] = {}
         super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, but a flag that may take a value (:attr:`optional_words`) takes the
+        next argument only when it is one of its words: ``--render URL`` is ``--render``
+        and a URL, not ``--render=URL``."""
+        given = list(sys.argv[1:] if args is None else args)
+        for i, token in enumerate(given[:-1]):
+            if token in self.optional_words and given[i + 1] not in self.optional_words[token]:
+                given[i] = f"{token}={self.optional_words[token][0]}"
+        return super().parse_known_args(given, namespace)
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
         self.option_names += [name for name in args if name.startswith("-")]
@@ -128,6 +144,8 @@ def _add_options(parser: Parser, group: Group, which: str, *, upstream: bool) ->
             continue
         group.add_argument(*option.flags, **_flag(option, upstream=upstream))
         parser.settings[option.setting] = Setting(option)
+        if option.kind == "optional":
+            parser.optional_words.update(dict.fromkeys(option.flags, option.words))
         if option.kind == "on" and not upstream:
             parser.settings["no-" + option.setting] = Setting(option, negated=True)
 
@@ -142,6 +160,8 @@ def _flag(option: Option, *, upstream: bool) -> dict[str, Any]:
     keywords: dict[str, Any] = {"type": flag_type(option.check), "help": text}
     if option.metavar is not None:
         keywords["metavar"] = option.metavar
+    if option.kind == "optional":
+        keywords.update(nargs="?", const=True, default=option.default)
     if option.kind == "list":
         keywords["action"] = "append"
     return keywords

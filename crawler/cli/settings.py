@@ -156,6 +156,8 @@ def _on_command_line(parser: Parser, option: Option, given: Sequence[str]) -> bo
 
 def _converted(option: Option, value: Any) -> Any:
     """``value`` as the option's flag would have made it."""
+    if option.kind == "optional" and isinstance(value, bool):  # render = true
+        return value
     if option.switch:
         if not isinstance(value, bool):
             raise ValueError(f"{value!r} is not true or false")

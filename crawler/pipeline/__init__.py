@@ -81,7 +81,9 @@ def default_stages(
     * recrawl before WARC: its earlier validators make the request conditional, and a
       ``304`` is not downloaded again (WARC keeps no body of it), its ``unchanged``
       outcome standing over WARC's revisit;
-    * rendering before the handler, which is given the rendered DOM;
+    * rendering before the host's turn, for ``--render auto`` defers a page while its
+      kind's samples are rendered (none waits for its host's turn first); its render
+      runs once the page is read, before the handler, which is given the rendered DOM;
     * the content (``--markdown``, ``--near-duplicates``) after rendering, whose DOM it
       reads, and before the handler and the scope: a near-duplicate skipped is given to
       no handler and its links are not followed; its Markdown is written with the
@@ -101,10 +103,10 @@ def default_stages(
         RecordStage(),
         CacheStage((roots or {}).get("cache")),
         BudgetStage(stores, lifetimes),
+        RenderStage(renderer, handlers, stores, lifetimes),
         PolitenessStage(stores, limits),
         CookieStage(stores, lifetimes),
         RecrawlStage(stores),
-        RenderStage(renderer, handlers),
         ContentStage(stores, lifetimes, (roots or {}).get("markdown")),
         HandlerStage(handlers),
         FilesStage((roots or {}).get("files")),
@@ -157,8 +159,12 @@ class Pipeline:
     def on_record(self, visit: PageVisit) -> Record:
         """The page's record: what became of a page that was not fetched, else what each
         stage adds of it."""
-        if visit.skipped is not None or visit.fetched is None:
-            return records.skipped_record(visit.url, str(visit.skipped))
-        for stage in self.stages:
-            stage.on_record(visit)
-        return records.in_order(visit.record)
+        try:
+            if visit.skipped is not None or visit.fetched is None:
+                return records.skipped_record(visit.url, str(visit.skipped))
+            for stage in self.stages:
+                stage.on_record(visit)
+            return records.in_order(visit.record)
+        finally:
+            for stage in self.stages:
+                stage.on_end(visit)

@@ -1,11 +1,21 @@
-"""``--render``: the page as headless Chromium renders it, :class:`RenderStage`."""
+"""``--render``: the page as headless Chromium renders it, :class:`RenderStage`; with
+``--render auto`` only the pages that need it (:mod:`crawler.rendering.adaptive`)."""
 
 from __future__ import annotations
 
+import random
+
+from crawler import outcomes
+from crawler.environment import Lifetimes
+from crawler.frontier import claims
 from crawler.handlers import Handlers
+from crawler.links.cleaning import clean_href
+from crawler.links.extraction import html_links
+from crawler.option_rules import RENDER_AUTO
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
-from crawler.rendering import Renderer, job_of
+from crawler.rendering import Renderer, adaptive, job_of
+from crawler.stores import StorePool
 
 
 class RenderStage(Stage):
@@ -14,18 +24,63 @@ class RenderStage(Stage):
     whose DOM the handler is given and whose links are followed.  With ``--warc`` its DOM
     is kept as a ``conversion`` record.
 
+    With ``--render auto``, before the request: what the crawl knows of the page's kind
+    (:func:`~crawler.rendering.adaptive.page_kind`) says whether it is rendered; a page
+    of a kind not known yet is a sample, or waits in the broker while its kind's
+    samples are rendered (``deferred``).  Once the page is read, a page of a static kind
+    is rendered still when the page itself says it needs a browser; a sample's (or a
+    check's) rendered links are compared with the static page's, and its kind learns
+    from them.  The record says whether the page was rendered and why.
+
     Parameters:
       renderer(Renderer): The worker's browser, started by the first page that asks.
       handlers(Handlers): The page handlers (how long the page's handler may take).
+      pool(StorePool): The store of what the crawl learnt of its kinds of pages.
+      lifetimes(Lifetimes): How long that lives (the crawl's grace).
     """
 
-    def __init__(self, renderer: Renderer, handlers: Handlers) -> None:
+    def __init__(
+        self, renderer: Renderer, handlers: Handlers, pool: StorePool, lifetimes: Lifetimes
+    ) -> None:
         self.renderer, self.handlers = renderer, handlers
+        self.pool, self.lifetimes = pool, lifetimes
+
+    def before_request(self, visit: PageVisit) -> None:
+        options = visit.crawl_options
+        if options.render != RENDER_AUTO:
+            return
+        visit.page_kind = kind = adaptive.page_kind(visit.url, visit.label)
+        crawl_id = options.crawl_id or "-"
+        with self.pool.reserve() as client:
+            verdict = adaptive.verdict_of(client, crawl_id, kind)
+            if verdict == adaptive.NEEDS:
+                visit.render_choice = adaptive.Choice(True, adaptive.KIND_NEEDS)
+            elif verdict == adaptive.STATIC:
+                check = adaptive.checked_now(client, crawl_id, kind, self.lifetimes.grace)
+                visit.render_choice = (
+                    adaptive.Choice(True, adaptive.CHECK, compare=True)
+                    if check
+                    else adaptive.Choice(False, adaptive.KIND_STATIC)
+                )
+            else:
+                visit.render_sample = adaptive.take_sample(client, crawl_id, kind)
+                if visit.render_sample is None:  # its kind's samples are being rendered
+                    wait = random.randint(*adaptive.SAMPLE_WAIT_MS)
+                    claims.defer(visit.actor.broker, visit.message, wait)
+                    visit.skipped = outcomes.DEFERRED
+                    return
+                visit.render_choice = adaptive.Choice(True, adaptive.SAMPLE, compare=True)
 
     def on_page(self, visit: PageVisit) -> None:
         options, fetched = visit.crawl_options, visit.fetched
         if not options.render or fetched is None or visit.body is None:
             return
+        choice = visit.render_choice
+        if choice is not None and not choice.render:
+            signal = adaptive.page_signal(visit.body)
+            if signal is None:
+                return
+            visit.render_choice = choice = adaptive.Choice(True, signal, compare=True)
         seconds = 0.0
         if options.handler is not None:
             seconds = self.handlers.timeout_for(
@@ -36,8 +91,34 @@ class RenderStage(Stage):
         visit.rendered = self.renderer.render(job)
         if visit.keeper is not None and visit.stored is not None:
             visit.keeper.rendered(visit.stored, fetched.response.url, visit.rendered.html)
+        if choice is not None and choice.compare and visit.page_kind is not None:
+            self._learn(visit, visit.page_kind)
+
+    def _learn(self, visit: PageVisit, kind: str) -> None:
+        """Compare the rendered page's links with the static page's; its kind learns."""
+        assert visit.rendered is not None
+        response = visit.response
+        static = html_links(visit.body or b"", response.url, response.headers.get("Content-Type"))
+        new = adaptive.agrees(static, [clean_href(link) for link in visit.rendered.links])
+        visit.render_new_links = len(new)
+        with self.pool.reserve() as client:
+            crawl_id = visit.crawl_options.crawl_id or "-"
+            adaptive.learn(client, crawl_id, kind, len(new), self.lifetimes.grace)
 
     def on_record(self, visit: PageVisit) -> None:
         if visit.rendered is not None:
             visit.record["rendered"] = True
             visit.record["render_ms"] = round(visit.rendered.ms, 1)
+        choice = visit.render_choice
+        if choice is not None:  # --render auto: whether, and why
+            visit.record["rendered"] = visit.rendered is not None
+            visit.record["render_reason"] = choice.reason
+            visit.record["page_kind"] = visit.page_kind or ""
+            if visit.render_new_links is not None:
+                visit.record["render_new_links"] = visit.render_new_links
+
+    def on_end(self, visit: PageVisit) -> None:
+        if visit.render_sample is not None:  # the sample's place, for the next one
+            with self.pool.reserve() as client:
+                adaptive.give_back(client, visit.render_sample)
+            visit.render_sample = None

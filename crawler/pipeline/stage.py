@@ -37,3 +37,7 @@ class Stage:
 
     def on_record(self, visit: PageVisit) -> None:
         """Add this stage's fields to the record of a fetched page (``visit.record``)."""
+
+    def on_end(self, visit: PageVisit) -> None:
+        """Once the visit ends, fetched or skipped (not when the actor raised): give
+        back what the stage holds for the page."""

@@ -26,6 +26,7 @@ from crawler.middleware import actor_for
 from crawler.options import CrawlOptions
 from crawler.records import Record, key_of
 from crawler.rendering import Rendered
+from crawler.rendering.adaptive import Choice
 
 
 @dataclass
@@ -77,6 +78,11 @@ class PageVisit:
       content(bytes|None): That response's body, once read.
       stored(Stored|None): Where ``--warc`` kept the response.
       rendered(Rendered|None): The page as headless Chromium rendered it (``--render``).
+      page_kind(str|None): Its kind (``--render auto``: what the crawl learns by).
+      render_choice(Choice|None): Whether to render it and why (``--render auto``).
+      render_sample(str|None): The place of its kind's samples it holds, if it is one.
+      render_new_links(int|None): The links the browser found that the static page
+        lacks (a sample or check of its kind).
       page(Page|None): What the handler is given of the page.
       handled(Outcome|None): What the handler made of it.
       asked(list[Request]): The requests the handler asked to follow.
@@ -130,6 +136,10 @@ class PageVisit:
     content: bytes | None = None
     stored: Stored | None = None
     rendered: Rendered | None = None
+    page_kind: str | None = None
+    render_choice: Choice | None = None
+    render_sample: str | None = None
+    render_new_links: int | None = None
     page: Page | None = None
     handled: Outcome | None = None
     asked: list[Request] = field(default_factory=list)
