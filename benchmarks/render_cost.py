@@ -1,14 +1,25 @@
 """What ``--render`` costs: pages/s, CPU per page and peak memory of a crawl with and
-without it, side by side, on a generated site of plain ``<a href>`` links.
+without it, side by side, and of one with ``--render auto`` (only the pages that need a
+browser rendered), on a generated site.
 
     python benchmarks/render_cost.py                                # 500 pages
     python benchmarks/render_cost.py --pages 200 --runs local,rabbitmq,redis --repeat 3
+    python benchmarks/render_cost.py --site mixed --pages 400 --runs local
+
+The site (``--site``): ``plain``, pages of plain ``<a href>`` links; or ``mixed``, the
+shape of ``tests/scripted_site.py``'s ``mixed_site``: ``/`` links to ``--pages`` less a
+tenth static docs pages (each running a small script that adds no link) and to the
+first page of a section of a tenth of ``--pages`` whose other pages only that page's
+script links to (each linking back by script), all linking to ``/`` in their HTML.
 
 Each round crawls the site with ``--local`` (16 threads) and with workers (2 x 8) on
-RabbitMQ (and on Redis, with ``--runs``), once without ``--render`` and once with it,
-taking turns; the median round is reported.  Both crawls use ``--follow-relative`` and
-must fetch the same pages; every record of the crawl with ``--render`` must say
-``rendered``.
+RabbitMQ (and on Redis, with ``--runs``), once in each mode of ``--modes``, taking
+turns: ``static`` (no ``--render``), ``auto`` (``--render auto``), ``full``
+(``--render``); the median round of each is reported, with its time, CPU and memory
+against the static crawl's.  Every crawl uses ``--follow-relative`` and must fetch
+every page it can reach: on the mixed site, the static crawl every page but the
+section's script-only ones, the others every page; every record of the ``full`` crawl
+must say ``rendered``, and the ``auto`` crawl's rendered pages are counted.
 
 CPU and memory are those of every process of the crawl, Chromium and Playwright's
 driver included, read from ``/proc`` every 0.2 s: for ``--local``, the crawl's process
@@ -33,8 +44,10 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.measuring import (
@@ -52,12 +65,83 @@ from benchmarks.measuring import (
 )
 from benchmarks.measuring.accounting import CLK_TCK
 from scripts.services import apt_install
+from tests.scripted_site import mixed_site
+from tests.site_server import Page, SiteServer
 
 RUNS = ("local", "rabbitmq", "redis")
+SITES = ("plain", "mixed")
+#: Each mode's ``--render`` option, and what its runs' names end with.
+MODES: dict[str, tuple[tuple[str, ...], str]] = {
+    "static": ((), ""),
+    "auto": (("--render", "auto"), " --render auto"),
+    "full": (("--render",), " --render"),
+}
+#: The modes crawled on each site unless ``--modes`` says.
+DEFAULT_MODES = {"plain": "static,full", "mixed": "static,auto,full"}
+#: What the issue asks of ``--render auto`` on the mixed site: at most this many times
+#: the static crawl's time and CPU.
+AUTO_TARGET = 2.0
 #: Seconds between two readings of the crawl's processes.
 PERIOD = 0.2
 #: What the crawls are given besides ``--render``: links found as the browser finds them.
 OPTIONS = ("--follow-relative",)
+
+
+@dataclass(frozen=True)
+class Site:
+    """A site written for the crawls.
+
+    Parameters:
+      seed(str): The seed's path.
+      reach(dict): By mode, the paths of the pages its crawl must fetch, and no other.
+      description(str): What it is, in the report's first line.
+    """
+
+    seed: str
+    reach: dict[str, frozenset[str]]
+    description: str
+
+
+def write_plain_site(root: Path, base: str, pages: int, links: int) -> Site:
+    """:func:`~benchmarks.measuring.write_site`'s pages of plain links: every crawl
+    fetches them all."""
+    write_site(root, base, pages, links)
+    every = frozenset(f"/page/{i}.html" for i in range(pages))
+    return Site(
+        "/page/0.html",
+        dict.fromkeys(MODES, every),
+        f"plain site: {pages} pages, {links} links each",
+    )
+
+
+class _Pages:
+    """What :func:`tests.scripted_site.mixed_site` fills: its ``pages``, and nothing served."""
+
+    def __init__(self) -> None:
+        self.pages: dict[str, Page] = {}
+
+
+def write_mixed_site(root: Path, pages: int) -> Site:
+    """:func:`tests.scripted_site.mixed_site` as files (``/`` as ``index.html``): a
+    scripted section of ``pages // 10`` pages, ``/app/N.html``, and the rest static docs
+    pages.  A crawl without ``--render`` fetches every page but the section's
+    script-only ones (all but ``/app/0.html``); one with it, every page."""
+    scripted = pages // 10
+    site = _Pages()
+    every = mixed_site(cast(SiteServer, site), static=pages - scripted, scripted_pages=scripted)
+    for path, page in site.pages.items():
+        file = root / ("index.html" if path == "/" else path.lstrip("/"))
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_bytes(page.body)
+    script_only = frozenset(f"/app/{i}.html" for i in range(1, scripted))
+    reach = dict.fromkeys(MODES, frozenset(every))
+    reach["static"] = frozenset(every) - script_only
+    return Site(
+        "/",
+        reach,
+        f"mixed site: {len(every)} pages (/, {pages - scripted} static docs pages, {scripted}"
+        f" app pages, {len(script_only)} of them linked by script only)",
+    )
 
 
 def process_tree(roots: list[int]) -> list[int]:
@@ -183,14 +267,23 @@ def figures(
     """A crawl's figures from its records, clock, CPU seconds and peak memory."""
     pages = [record for record in records if record.get("outcome") == "crawled"]
     render_ms = [record["render_ms"] for record in pages if "render_ms" in record]
+    rendered = sum(1 for record in pages if record.get("rendered") is True)
+    reasons: dict[str, int] = {}  # --render auto: why pages were rendered or not
+    for record in pages:
+        if "render_reason" in record:
+            reason = f"{'rendered' if record['rendered'] else 'fetched'}: {record['render_reason']}"
+            reasons[reason] = reasons.get(reason, 0) + 1
     return {
         "pages": len(pages),
         "records": len(records),
         "seconds": round(seconds, 3),
         "pages_per_s": len(pages) / seconds,
+        "cpu_seconds": round(cpu, 3),
         "cpu_ms_per_page": 1000 * cpu / max(len(pages), 1),
         "peak_memory_mib": round(peak, 1),
-        "rendered_pages": sum(1 for record in pages if record.get("rendered") is True),
+        "rendered_pages": rendered,
+        "rendered_share": rendered / max(len(pages), 1),
+        "render_reasons": dict(sorted(reasons.items())),
         "median_render_ms": statistics.median(render_ms) if render_ms else None,
         "browsers_left": left,
     }
@@ -295,15 +388,26 @@ def served_lines(access_log: Path) -> int:
     return len(access_log.read_text().splitlines()) if access_log.exists() else 0
 
 
-def measure(seed: str, tmp: Path, runs: list[str], repeat: int, render: tuple[str, ...]) -> Any:
+def measure(
+    seed: str,
+    tmp: Path,
+    runs: list[str],
+    repeat: int,
+    modes: list[str],
+    wait: tuple[str, ...],
+    site: Site,
+) -> Any:
+    """Each round, each run crawls in each mode in turn; the median round of each (by
+    pages/s), with its ratios to the static crawl's (when ``static`` is a mode)."""
     rounds: dict[str, list[dict[str, Any]]] = {}
     for round_ in range(repeat):
         for run in runs:
-            for rendering in (False, True):
-                prefix = tmp / f"{run}-{round_}-{'render' if rendering else 'plain'}"
+            for mode in modes:
+                render, suffix = MODES[mode]
+                prefix = tmp / f"{run}-{round_}-{mode}"
                 prefix.mkdir()
                 prefix.chmod(0o777)
-                options = OPTIONS + (render if rendering else ())
+                options = OPTIONS + (render + wait if render else ())
                 served_before = served_lines(tmp / "access.log")
                 if run == "local":
                     outcome = crawl_locally(seed, prefix, options)
@@ -312,7 +416,16 @@ def measure(seed: str, tmp: Path, runs: list[str], repeat: int, render: tuple[st
                 # More than 1: attempts that failed (a render past its deadline) and were retried.
                 served = served_lines(tmp / "access.log") - served_before
                 outcome["fetches_per_page"] = served / max(outcome["pages"], 1)
-                rounds.setdefault(f"{run}{' --render' if rendering else ''}", []).append(outcome)
+                reached = {
+                    urlsplit(record["url"]).path
+                    for record in records_of(prefix / "records.jsonl")
+                    if record.get("outcome") == "crawled"
+                }
+                outcome["mode"] = mode
+                outcome["expected_pages"] = len(site.reach[mode])
+                outcome["pages_missing"] = sorted(site.reach[mode] - reached)[:10]
+                outcome["pages_unexpected"] = sorted(reached - site.reach[mode])[:10]
+                rounds.setdefault(run + suffix, []).append(outcome)
                 shutil.rmtree(prefix, ignore_errors=True)
     results: dict[str, Any] = {}
     for name, outcomes in rounds.items():
@@ -320,21 +433,38 @@ def measure(seed: str, tmp: Path, runs: list[str], repeat: int, render: tuple[st
         median = statistics.median_low(rates)
         results[name] = dict(outcomes[rates.index(median)], rounds=outcomes)
     for run in runs:
-        plain, rendered = results[run], results[f"{run} --render"]
-        rendered["x_plain_pages_per_s"] = rendered["pages_per_s"] / plain["pages_per_s"]
-        rendered["x_plain_cpu_per_page"] = rendered["cpu_ms_per_page"] / plain["cpu_ms_per_page"]
-        rendered["x_plain_memory"] = rendered["peak_memory_mib"] / plain["peak_memory_mib"]
+        if "static" not in modes:
+            continue
+        plain = results[run]
+        for mode in modes:
+            if mode == "static":
+                continue
+            other = results[run + MODES[mode][1]]
+            other["x_static_seconds"] = other["seconds"] / plain["seconds"]
+            other["x_static_cpu"] = other["cpu_seconds"] / plain["cpu_seconds"]
+            other["x_plain_pages_per_s"] = other["pages_per_s"] / plain["pages_per_s"]
+            other["x_plain_cpu_per_page"] = other["cpu_ms_per_page"] / plain["cpu_ms_per_page"]
+            other["x_plain_memory"] = other["peak_memory_mib"] / plain["peak_memory_mib"]
     return results
 
 
-def faults(results: dict[str, Any], pages: int) -> list[str]:
-    """What went wrong in any round: pages missing, a page not rendered, a browser left."""
+def faults(results: dict[str, Any]) -> list[str]:
+    """What went wrong in any round: a page missing or one more than the mode reaches, a
+    page of the ``full`` crawl not rendered, a browser left."""
     found = []
     for name, run in results.items():
         for number, outcome in enumerate(run["rounds"]):
-            if outcome["pages"] != pages:
-                found.append(f"{name}, round {number}: {outcome['pages']} pages, not {pages}")
-            if name.endswith("--render") and outcome["rendered_pages"] != outcome["pages"]:
+            if (
+                outcome["pages"] != outcome["expected_pages"]
+                or outcome["pages_missing"]
+                or outcome["pages_unexpected"]
+            ):
+                found.append(
+                    f"{name}, round {number}: {outcome['pages']} pages, not"
+                    f" {outcome['expected_pages']} (missing {outcome['pages_missing']},"
+                    f" not expected {outcome['pages_unexpected']})"
+                )
+            if outcome["mode"] == "full" and outcome["rendered_pages"] != outcome["pages"]:
                 found.append(f"{name}, round {number}: {outcome['rendered_pages']} rendered")
             if outcome["browsers_left"]:
                 found.append(f"{name}, round {number}: browsers left {outcome['browsers_left']}")
@@ -342,31 +472,61 @@ def faults(results: dict[str, Any], pages: int) -> list[str]:
 
 
 def table(results: dict[str, Any]) -> str:
+    """One line a run and mode; ``x time`` and ``x CPU``: its seconds and CPU seconds over
+    the static crawl's (the whole crawl's, whatever pages each reached)."""
     lines = [
-        f"{'run':18} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'CPU ms/page':>12}"
-        f" {'peak MiB':>9} {'fetches/page':>12} {'x pages/s':>10} {'x CPU/page':>11}"
+        f"{'run':22} {'pages':>6} {'seconds':>8} {'pages/s':>8} {'CPU ms/page':>12}"
+        f" {'peak MiB':>9} {'rendered':>11} {'fetches/page':>12} {'x time':>7} {'x CPU':>7}"
     ]
     for name, run in results.items():
         ratios = (
-            f" {run['x_plain_pages_per_s']:10.3f} {run['x_plain_cpu_per_page']:11.1f}"
-            if "x_plain_pages_per_s" in run
+            f" {run['x_static_seconds']:7.1f} {run['x_static_cpu']:7.1f}"
+            if "x_static_seconds" in run
             else ""
         )
         lines.append(
-            f"{name:18} {run['pages']:6d} {run['seconds']:8.1f} {run['pages_per_s']:8.1f}"
+            f"{name:22} {run['pages']:6d} {run['seconds']:8.1f} {run['pages_per_s']:8.1f}"
             f" {run['cpu_ms_per_page']:12.1f} {run['peak_memory_mib']:9.0f}"
+            f" {run['rendered_pages']:5d} {run['rendered_share']:5.0%}"
             f" {run['fetches_per_page']:12.2f}{ratios}"
         )
     return "\n".join(lines)
+
+
+def against_target(results: dict[str, Any], runs: list[str]) -> list[str]:
+    """Each run's ``--render auto`` against :data:`AUTO_TARGET`, said plainly."""
+    said = []
+    for run in runs:
+        auto = results.get(run + MODES["auto"][1])
+        if auto is None or "x_static_seconds" not in auto:
+            continue
+        over = [
+            what
+            for what, ratio in (("time", auto["x_static_seconds"]), ("CPU", auto["x_static_cpu"]))
+            if ratio > AUTO_TARGET
+        ]
+        said.append(
+            f"{run} --render auto: {auto['x_static_seconds']:.2f}x the static crawl's time,"
+            f" {auto['x_static_cpu']:.2f}x its CPU, {auto['rendered_pages']} of"
+            f" {auto['pages']} pages rendered ({auto['rendered_share']:.1%}): within"
+            f" {AUTO_TARGET:g}x: " + ("yes" if not over else f"NO ({' and '.join(over)})")
+        )
+    return said
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--site", choices=SITES, default="plain")
     parser.add_argument("--pages", type=int, default=500)
-    parser.add_argument("--links", type=int, default=10, help="links on each page")
+    parser.add_argument("--links", type=int, default=10, help="links on each page (plain site)")
     parser.add_argument("--runs", default="local,rabbitmq", help="of: " + ",".join(RUNS))
+    parser.add_argument(
+        "--modes",
+        help="of: " + ",".join(MODES) + " (default: "
+        + "; ".join(f"{site}: {modes}" for site, modes in DEFAULT_MODES.items()) + ")",
+    )  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--render-wait", help="the crawls' --render-wait (default: idle)")
     parser.add_argument("--json", type=Path)
@@ -374,33 +534,51 @@ def main() -> int:
     runs = arguments.runs.split(",")
     if not set(runs) <= set(RUNS):
         parser.error(f"--runs: of {', '.join(RUNS)}")
+    modes = (arguments.modes or DEFAULT_MODES[arguments.site]).split(",")
+    if not set(modes) <= set(MODES) or len(set(modes)) != len(modes):
+        parser.error(f"--modes: each of {', '.join(MODES)} at most once")
+    if arguments.site == "mixed" and arguments.pages < 20:
+        parser.error("--pages: at least 20 for the mixed site (a tenth of them scripted)")
     if not shutil.which("chromium"):  # Debian's, as the tests install it
         apt_install("chromium")
     if not shutil.which("chromium"):
         print("skipped: no chromium here, and apt-get could not install it")
         return 0
-    render: tuple[str, ...] = ("--render",)
+    wait: tuple[str, ...] = ()
     if arguments.render_wait:
-        render += ("--render-wait", arguments.render_wait)
+        wait = ("--render-wait", arguments.render_wait)
     with tempfile.TemporaryDirectory() as work:
         tmp = Path(work)
         tmp.chmod(0o755)
         port = free_port()
         root = tmp / "site"
         root.mkdir()
-        write_site(root, f"http://127.0.0.1:{port}", arguments.pages, arguments.links)
+        base = f"http://127.0.0.1:{port}"
+        if arguments.site == "mixed":
+            site = write_mixed_site(root, arguments.pages)
+        else:
+            site = write_plain_site(root, base, arguments.pages, arguments.links)
         with serve(root, port, access_log=tmp / "access.log", state=tmp):
-            results = measure(
-                f"http://127.0.0.1:{port}/page/0.html", tmp, runs, arguments.repeat, render
-            )
+            results = measure(base + site.seed, tmp, runs, arguments.repeat, modes, wait, site)
     pages_at_once = os.environ.get("CRAWLER_RENDER_PAGES", "4")
     print(
-        f"{arguments.pages} pages, {arguments.links} links each; median of"
-        f" {arguments.repeat} round(s); {' '.join(render)}, {pages_at_once} pages at once a process"
+        f"{site.description}; median of {arguments.repeat} round(s); modes {','.join(modes)};"
+        f" --render-wait {arguments.render_wait or 'idle'}, {pages_at_once} pages at once a"
+        " process"
     )
     print(table(results))
-    found = faults(results, arguments.pages)
-    print("same pages, every page rendered, no browser left:", "NO" if found else "yes")
+    for line in against_target(results, runs):
+        print(line)
+    found = faults(results)
+    if arguments.site == "plain":
+        print("same pages, every page rendered, no browser left:", "NO" if found else "yes")
+    else:
+        script_only = len(site.reach["auto"] - site.reach["static"])
+        print(
+            f"every page reached (without --render: all but the {script_only} script-only"
+            " ones), every page of --render rendered, no browser left:",
+            "NO" if found else "yes",
+        )
     for fault in found:
         print("  " + fault)
     if arguments.json:

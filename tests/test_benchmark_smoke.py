@@ -246,6 +246,25 @@ def test_render_cost_smoke_run_crawls_with_and_without_render(
     assert "same pages, every page rendered, no browser left: yes" in result.stdout
 
 
+def test_render_cost_smoke_run_crawls_the_mixed_site_with_render_auto(tmp_path: Path) -> None:
+    """``--render auto`` beside the static crawl on a small mixed site (``--local``, 60
+    pages: 54 static, 6 scripted): it reaches the 5 pages only a browser finds, rendering
+    far fewer pages than all."""
+    result, figures = run_benchmark(
+        "render_cost.py", tmp_path / "auto.json", "--site", "mixed", "--modes", "static,auto",
+        "--runs", "local", "--pages", "60",
+    )  # fmt: skip
+
+    static, auto = figures["local"], figures["local --render auto"]
+    assert static["pages"] == 56 and static["rendered_pages"] == 0
+    assert auto["pages"] == 61 and auto["browsers_left"] == []
+    assert 6 <= auto["rendered_pages"] <= 30  # every app page, few docs pages
+    assert auto["x_static_seconds"] > 0 and auto["x_static_cpu"] > 0
+    assert "local --render auto: " in result.stdout
+    assert "(without --render: all but the 5 script-only ones)" in result.stdout
+    assert "no browser left: yes" in result.stdout
+
+
 def test_recrawl_smoke_run_reaches_the_full_crawl_s_pages_downloading_less(
     tmp_path: Path, memcached: object
 ) -> None:

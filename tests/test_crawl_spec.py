@@ -171,7 +171,7 @@ def test_a_message_s_render_options_are_checked_by_their_rules() -> None:
         ({"render_wait": 8.5}, "render_wait must be a number of seconds above 0, at most 8"),
         ({"render_wait": True}, "render_wait must be a number of seconds above 0, at most 8"),
         ({"render_wait": "2"}, "render_wait must be a number of seconds above 0, at most 8"),
-        ({"render": "yes"}, "render must be true or false, got 'yes'"),
+        ({"render": "yes"}, "render must be true, false, all or auto, got 'yes'"),
         ({"render": True, "render_media": 1}, "render_media must be true or false, got 1"),
     ]:
         with pytest.raises(InvalidMessage, match=said):

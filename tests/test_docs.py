@@ -276,7 +276,7 @@ SAMPLE_VALUES = {
     "pipeline": "examples.shop_pipelines:at_least_ten",
     "cache": "DIR", "files": "DIR", "markdown": "DIR", "near_duplicates": "mark",
     "header": "A: 1", "cookies": "off", "proxy": "http://127.0.0.1:3128", "timeout": "5",
-    "retries": "1", "auth_env": "example.org=CRAWLER_AUTH_X", "render_wait": "2",
+    "retries": "1", "auth_env": "example.org=CRAWLER_AUTH_X", "render": "auto", "render_wait": "2",
     "input_file": "FILE", "recrawl_from": "FILE", "recrawl_warc": "DIR",
     "crawl_id": "5c0e" + "0" * 28, "log_level": "INFO", "log_file": "FILE",
     "stats": "FILE", "threads": "1", "processes": "2", "state": "DIR",

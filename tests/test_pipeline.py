@@ -89,8 +89,8 @@ def test_the_default_stages_run_in_their_documented_order() -> None:
     names = [type(stage).__name__ for stage in example.parts.pipeline.stages]
 
     assert names == [
-        "RecordStage", "CacheStage", "BudgetStage", "PolitenessStage", "CookieStage",
-        "RecrawlStage", "RenderStage", "ContentStage", "HandlerStage", "FilesStage", "WarcStage",
+        "RecordStage", "CacheStage", "BudgetStage", "RenderStage", "PolitenessStage",
+        "CookieStage", "RecrawlStage", "ContentStage", "HandlerStage", "FilesStage", "WarcStage",
         "ScopeStage",
     ]  # fmt: skip
 

@@ -274,14 +274,22 @@ def check(
     if wait > 0:
         metrics.rate_limited("waited")
         time.sleep(wait)
-        # A turn awaited here was taken at the pace before the wait: if the server asked
-        # the crawl to wait meanwhile (another request's 429), the turn is not taken,
-        # or every turn taken within TURN_WAIT would reach the server refusing them.
-        until = client.get(pace_key(options.crawl_id, paced_as))
-        if _left(until):
-            metrics.rate_limited("paced")
-            return PACED, float(until or 0)
+        until = _paused_meanwhile(client, pace_key(options.crawl_id, paced_as))
+        if until is not None:
+            return PACED, until
     return ALLOWED, None
+
+
+def _paused_meanwhile(client: StoreClient, key: str) -> float | None:
+    """When the host's wait ends, if its server asked the crawl to wait while a turn
+    was awaited in the thread (another request's 429): the turn, taken at the pace
+    before, is not taken, or every turn taken within TURN_WAIT would reach the server
+    refusing them."""
+    until = client.get(key)
+    if not _left(until):
+        return None
+    metrics.rate_limited("paced")
+    return float(until)
 
 
 def turn_interval(
