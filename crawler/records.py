@@ -71,6 +71,8 @@ class PageRecord(_EveryRecord, total=False):
     rendered: bool
     #: The render alone, in milliseconds (``--render``).
     render_ms: float
+    #: The requests the browser made for the page (``--render``).
+    render_requests: int
     #: Why the page was rendered or not (``--render auto``).
     render_reason: str
     #: Its kind, what ``--render auto`` learns by.
@@ -173,8 +175,8 @@ def page_name(record: Record) -> str:
 #: The order of a page record's fields, whichever stage added them.
 PAGE_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",
-    "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "render_reason",
-    "page_kind", "render_new_links", "warc_file",
+    "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "render_requests",
+    "render_reason", "page_kind", "render_new_links", "warc_file",
     "warc_offset", "payload_digest", "cached", "data", "items", "handler_error",
     "refused_requests", "method", "request_key", "dropped_items", "item_errors", "file",
     "text_digest", "near_duplicate_of", "markdown_file", "change",

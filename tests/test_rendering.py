@@ -722,3 +722,32 @@ def test_webrtc_sends_no_packet_past_the_guard(
         private.settimeout(0.5)  # the first packets, if any, are here
         with pytest.raises(TimeoutError):
             private.recvfrom(2048)
+
+
+def test_the_browser_s_requests_wait_for_their_host_s_turns_and_are_counted(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    """``--max-rate 4``: the four scripts the page loads are asked for a quarter of a
+    second apart at least, as the crawl's own requests are; the record and the
+    statistics count them."""
+    scripts = [f"/s/{i}.js" for i in range(4)]
+    site.pages["/"] = Page(
+        b"<html><head>" + b"".join(f'<script src="{s}"></script>'.encode() for s in scripts)
+        + b'</head><body><a href="/">home</a></body></html>'
+    )  # fmt: skip
+    for script in scripts:
+        site.pages[script] = Page(b"void 0;", content_type="text/javascript")
+    output, stats = tmp_path / "pages.jsonl", tmp_path / "stats.json"
+    done = run_local(
+        site.url("/"), "--render", "--max-rate", "4", "--no-auto-throttle", "-o", str(output),
+        "--stats", str(stats),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    asked = sorted(r.time for r in site.requests if r.path.startswith("/s/"))
+    assert len(asked) == 4
+    assert all(b - a >= 0.24 for a, b in zip(asked, asked[1:])), asked
+    (record,) = records_of(output)
+    assert record["render_requests"] == 4
+    figures = json.loads(stats.read_text())
+    assert (figures["rendered"], figures["browser_requests"]) == (1, 4)

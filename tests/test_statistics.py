@@ -20,7 +20,8 @@ CRAWLER = str(Path(sys.executable).parent / "crawler")
 ROUTER = "tests.item_pipelines:router"
 KEYS = {
     "version", "crawl_id", "elapsed_s", "pages", "discovered", "outcomes", "retried",
-    "deferred", "status_codes", "bytes", "items", "items_dropped", "fetch_ms", "hosts",
+    "deferred", "status_codes", "bytes", "rendered", "browser_requests", "items",
+    "items_dropped", "fetch_ms", "hosts",
     "busiest_hosts",
 }  # fmt: skip
 

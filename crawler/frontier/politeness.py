@@ -175,6 +175,33 @@ def take_turn(
     return TurnAnswer(slot, None if slot is not None else outcomes.DEFERRED, defer_delay())
 
 
+def browser_turn(pool: StorePool, options: CrawlOptions, url: str, deadline: float) -> None:
+    """Wait for the host's turn of a request the browser makes for a page (``--render``):
+    the host's wait (:func:`pause_host`) and its next turn of ``--max-rate`` and
+    ``--auto-throttle`` taken from the schedule every worker takes the crawl's own
+    requests' turns from (:func:`next_turn`), waited for in the thread.  A
+    :class:`TransientError` when the turn would come after ``deadline``
+    (``time.monotonic()``): the browser's request is then not made."""
+    paced_as = pace_of(url, options)
+    pace = pace_key(options.crawl_id, paced_as)
+    paced_by = [delay_key(options.crawl_id, paced_as)] if options.auto_throttle else []
+    with pool.reserve() as client:
+        stored = client.get_multi([pace, *paced_by])
+        adaptive = Pace.read(stored.get(paced_by[0])).delay if paced_by else None
+        now = time.time() + _left(stored.get(pace)) / 1000
+        interval = turn_interval(options, None, adaptive)
+        due = now
+        if interval is not None:
+            turn = next_turn(client, turn_key(options.crawl_id, paced_as), interval, now)
+            due = TURN_AHEAD + now if turn is None else turn
+    wait = due - time.time()
+    if time.monotonic() + wait > deadline:
+        raise TransientError(f"the host's turn is {wait:.1f}s away, after the render's end")
+    if wait > 0:
+        metrics.rate_limited("waited")
+        time.sleep(wait)
+
+
 def pace_of(url: str, options: CrawlOptions) -> str:
     """What ``url``'s pace is kept under (its turns, delay, places and its server's
     waits): its ``host:port``; with ``--per-ip``, the IP address its host resolves to

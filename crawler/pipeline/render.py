@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import functools
 import random
 
 from crawler import outcomes
 from crawler.environment import Lifetimes
-from crawler.frontier import claims
+from crawler.frontier import claims, politeness
 from crawler.handlers import Handlers
 from crawler.links.cleaning import clean_href
 from crawler.links.extraction import html_links
@@ -20,7 +21,9 @@ from crawler.stores import StorePool
 
 class RenderStage(Stage):
     """Render an HTML page in the page's turn (its host's rules hold for the browser
-    too) and in time for its handler within the actor's time limit: ``visit.rendered``,
+    too: each request the browser makes waits for its host's turn of the crawl's rate
+    and ``--auto-throttle`` delay, :func:`~crawler.frontier.politeness.browser_turn`)
+    and in time for its handler within the actor's time limit: ``visit.rendered``,
     whose DOM the handler is given and whose links are followed.  With ``--warc`` its DOM
     is kept as a ``conversion`` record.
 
@@ -87,7 +90,8 @@ class RenderStage(Stage):
                 options.handler_timeout, visit.bounds.fetch_deadline
             )
         assert visit.session is not None
-        job = job_of(fetched, visit.body, visit.session, options, visit.bounds, seconds)
+        pace = functools.partial(politeness.browser_turn, self.pool, options)
+        job = job_of(fetched, visit.body, visit.session, options, visit.bounds, seconds, pace)
         visit.rendered = self.renderer.render(job)
         if visit.keeper is not None and visit.stored is not None:
             visit.keeper.rendered(visit.stored, fetched.response.url, visit.rendered.html)
@@ -109,6 +113,7 @@ class RenderStage(Stage):
         if visit.rendered is not None:
             visit.record["rendered"] = True
             visit.record["render_ms"] = round(visit.rendered.ms, 1)
+            visit.record["render_requests"] = visit.rendered.requests
         choice = visit.render_choice
         if choice is not None:  # --render auto: whether, and why
             visit.record["rendered"] = visit.rendered is not None

@@ -54,7 +54,7 @@ import logging
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
@@ -136,6 +136,9 @@ class RenderJob:
       media(bool): Load images, fonts and media.
       max_chars(int): The longest DOM read back, in characters.
       max_links(int): Links read back at most.
+      pace(Callable): Waits for the host's turn of a request the browser makes (its URL
+        and the deadline), as the crawl's own requests wait; TransientError when none
+        comes in time.  None: no pace.
     """
 
     url: str
@@ -154,17 +157,20 @@ class RenderJob:
     media: bool = False
     max_chars: int = 10 * 1024 * 1024
     max_links: int = 1000
+    pace: Callable[[str, float], None] | None = None
 
 
 @dataclass(frozen=True)
 class Rendered:
     """What the browser made of a page: the DOM as HTML, the resolved ``href`` of each
-    ``a[href]`` in it, and the milliseconds the render took (from the job handed over to
-    the DOM read back)."""
+    ``a[href]`` in it, the milliseconds the render took (from the job handed over to
+    the DOM read back), and the requests the browser made for it (each hop counted;
+    the page's own, answered with the crawler's response, not)."""
 
     html: str
     links: tuple[str, ...]
     ms: float = 0.0
+    requests: int = 0
 
 
 #: Renders a tab serves before it is closed and a new one opened.
@@ -590,7 +596,7 @@ async def _rendered(launched: _Launched, job: RenderJob, started: float, slot: _
         tab = await launched.tab_for(job)
     except Error as e:
         raise TransientError(f"the browser failed: {_first_line(e)}") from e
-    tab.rules = _Rules(job, tab.page.context.request)
+    tab.rules = rules = _Rules(job, tab.page.context.request)
     try:
         if job.cookies:
             await tab.page.context.add_cookies(list(job.cookies))  # type: ignore[arg-type]
@@ -615,7 +621,7 @@ async def _rendered(launched: _Launched, job: RenderJob, started: float, slot: _
         await launched.done_with(tab, healthy)
     if read["html"] is None:
         raise PermanentError(f"the rendered page is over {job.max_chars} characters")
-    return Rendered(read["html"], tuple(read["links"]))
+    return Rendered(read["html"], tuple(read["links"]), requests=rules.requests)
 
 
 def _ms_left(job: RenderJob) -> float:
@@ -637,6 +643,8 @@ class _Rules:
     def __init__(self, job: RenderJob, fetcher: APIRequestContext) -> None:
         self.job, self.fetcher = job, fetcher
         self.answered = False
+        #: The requests made for the page (each hop).
+        self.requests = 0
         self.headers = {name.lower(): value for name, value in job.headers_sent}
 
     async def route(self, route: Route) -> None:
@@ -673,10 +681,14 @@ class _Rules:
             if not await self._reachable(host):
                 await self._refuse(route, f"{host}, not public")
                 return
+            if not await self._paced(url):
+                await route.abort("timedout")
+                return
             left = _due(self.job) - time.monotonic()
             if left <= 0:
                 await route.abort("timedout")
                 return
+            self.requests += 1
             try:
                 response = await self.fetcher.fetch(
                     url, method=method, headers=self._hop_headers(headers, url, origin),
@@ -715,6 +727,20 @@ class _Rules:
             socket.connect_to_server()
         else:
             await socket.close(code=1008, reason="refused by the crawler's network guard")
+
+    async def _paced(self, url: str) -> bool:
+        """Wait for the host's turn of a hop to ``url`` (the crawl's rate and
+        ``--auto-throttle`` delay hold for the browser's requests as for the crawl's);
+        False when none comes before the render's deadline."""
+        if self.job.pace is None:
+            return True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, self.job.pace, url, _due(self.job))
+        except TransientError as e:
+            logger.debug("--render: %s not paced in time: %s", shown(url), e)
+            return False
+        return True
 
     async def _reachable(self, host: str) -> bool:
         """Whether the page may reach ``host``: any host, from a page that was not on a

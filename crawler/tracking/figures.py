@@ -30,6 +30,8 @@ TIME_BOUNDS_MS = (25, 50, 100, 200, 400, 800, 1600, 3200, 6400)
 MAX_HOSTS = 20_000
 #: The figures kept per host.
 PAGES, ERRORS, BYTES = "pages", "errors", "bytes"
+#: Pages rendered in the browser, and the requests it made for them (``--render``).
+RENDERED, BROWSER_REQUESTS = "rendered", "browser_requests"
 
 
 def host_of(url: str) -> str:
@@ -63,6 +65,10 @@ def host_counts(record: Record, outcome: str) -> dict[str, int]:
         took = record.get("fetch_ms")
         if took is not None:
             added[f"t{bucket(float(took))}"] = 1
+        if record.get("rendered"):
+            added[RENDERED] = 1
+            if record.get("render_requests"):
+                added[BROWSER_REQUESTS] = int(record["render_requests"])
         return added
     if outcome in (RETRYING, FAILED):
         return {ERRORS: 1}
@@ -107,7 +113,10 @@ def read(
     the last, or with no page); ``with_times``, the histogram too (``times``)."""
     listed = client.get(hosts_key(crawl_id)) or b""
     hosts = list(dict.fromkeys(line for line in listed.decode().split("\n") if line))[:limit]
-    names = [PAGES, ERRORS, BYTES, *(f"t{i}" for i in range(len(TIME_BOUNDS_MS) + 1))]
+    names = [
+        PAGES, ERRORS, BYTES, RENDERED, BROWSER_REQUESTS,
+        *(f"t{i}" for i in range(len(TIME_BOUNDS_MS) + 1)),
+    ]  # fmt: skip
     found = client.get_multi([_key(crawl_id, host, name) for host in hosts for name in names])
     figures = []
     for host in hosts:
@@ -119,6 +128,8 @@ def read(
                 "pages": value[PAGES],
                 "errors": value[ERRORS],
                 "bytes": value[BYTES],
+                "rendered": value[RENDERED],
+                "browser_requests": value[BROWSER_REQUESTS],
                 "median_ms": percentile(histogram, 0.5),
                 "p95_ms": percentile(histogram, 0.95),
                 **({"times": histogram} if with_times else {}),

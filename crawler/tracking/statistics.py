@@ -97,6 +97,10 @@ def document(
         if tally is None
         else {str(code): n for code, n in sorted(tally.statuses.items())},
         "bytes": sum(host["bytes"] for host in hosts) if tally is None else tally.whole["bytes"],
+        **{
+            name: sum(host[name] for host in hosts) if tally is None else tally.whole[name]
+            for name in (figures.RENDERED, figures.BROWSER_REQUESTS)
+        },
         "items": items,
         "items_dropped": dropped,
         "fetch_ms": _percentiles(times),
@@ -141,6 +145,12 @@ def of_tally(
     )  # fmt: skip
 
 
+#: The figures a host's counts in a :class:`Tally` are read as.
+HOST_FIGURES = (
+    figures.PAGES, figures.ERRORS, figures.BYTES, figures.RENDERED, figures.BROWSER_REQUESTS,
+)  # fmt: skip
+
+
 def _times(counted: Counter[str]) -> list[int]:
     """The histogram of a :class:`Tally`'s counts (``t0``, ``t1``...)."""
     return [counted[f"t{i}"] for i in range(len(figures.TIME_BOUNDS_MS) + 1)]
@@ -150,7 +160,7 @@ def _host(name: str, counted: Counter[str]) -> dict[str, Any]:
     """A host's figures from a :class:`Tally`, as :func:`figures.read` gives them."""
     return {
         "host": name,
-        **{figure: counted[figure] for figure in (figures.PAGES, figures.ERRORS, figures.BYTES)},
+        **{figure: counted[figure] for figure in HOST_FIGURES},
         "times": _times(counted),
     }
 
