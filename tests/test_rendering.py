@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import json
 import os
 import signal
@@ -746,7 +747,7 @@ def test_the_browser_s_requests_wait_for_their_host_s_turns_and_are_counted(
 
     asked = sorted(r.time for r in site.requests if r.path.startswith("/s/"))
     assert len(asked) == 4
-    assert all(b - a >= 0.24 for a, b in zip(asked, asked[1:])), asked
+    assert all(b - a >= 0.24 for a, b in itertools.pairwise(asked)), asked
     (record,) = records_of(output)
     assert record["render_requests"] == 4
     figures = json.loads(stats.read_text())
