@@ -159,7 +159,8 @@ def test_a_turn_awaited_while_its_server_asked_the_crawl_to_wait_is_not_taken() 
         client, requests.Session(), url, options, limits=Limits(), via_public=True,
         paced_as="h.test", reserved=now + 0.05,
     )  # fmt: skip
-    assert (verdict, due) == (politeness.PACED, pytest.approx(until, abs=1e-3))
+    assert verdict == politeness.PACED
+    assert due == pytest.approx(until, abs=1e-3)
 
     client.delete(politeness.pace_key("c", "h.test"))  # no wait: the awaited turn is taken
     verdict, _ = politeness.check(

@@ -30,7 +30,7 @@ UNPACED = ("--no-auto-throttle",)
 
 def rendered_share(records: list[dict[str, Any]]) -> float:
     crawled = [r for r in records if r["outcome"] == "crawled"]
-    return sum(r["rendered"] for r in crawled) / len(crawled)
+    return float(sum(r["rendered"] for r in crawled) / len(crawled))
 
 
 def check_mixed_crawl(records: list[dict[str, Any]], site: SiteServer, every: list[str]) -> None:
