@@ -79,6 +79,8 @@ class PageRecord(_EveryRecord, total=False):
     page_kind: str
     #: Links the browser found that the static page lacks (a sample or check).
     render_new_links: int
+    #: Items and requests its handler made of the rendered page beyond the static one's.
+    render_new_items: int
     #: The WARC file holding the response (``--warc``).
     warc_file: str | None
     #: Where its response record starts in that file (``--warc``).
@@ -176,7 +178,7 @@ def page_name(record: Record) -> str:
 PAGE_FIELDS = (
     "url", "outcome", "status", "content_type", "links", "depth", "sent", "fetch_ms", "etag",
     "last_modified", "dropped_links", "bytes", "rendered", "render_ms", "render_requests",
-    "render_reason", "page_kind", "render_new_links", "warc_file",
+    "render_reason", "page_kind", "render_new_links", "render_new_items", "warc_file",
     "warc_offset", "payload_digest", "cached", "data", "items", "handler_error",
     "refused_requests", "method", "request_key", "dropped_items", "item_errors", "file",
     "text_digest", "near_duplicate_of", "markdown_file", "change",

@@ -82,3 +82,8 @@ def misbehaving(page: Page) -> dict[str, Any]:
     if name == "9.html":
         threading.Event().wait()  # blocked in C for ever
     return {"ok": True}
+
+
+def products(page: Page) -> Handled:
+    """An item a ``.product`` element of the page's tree (``--render``: the rendered DOM's)."""
+    return Handled(items=[{"name": node.text()} for node in page.tree.css(".product")])

@@ -13,7 +13,7 @@ import pytest
 from crawler.rendering import adaptive
 from crawler.stores.memory import MemoryClient
 from tests.scripted_site import PAGES, chromium, mixed_site, scripted_site
-from tests.site_server import SiteServer
+from tests.site_server import Page, SiteServer
 from tests.support import FAST_FAILURES, read_records, waited_crawl
 from tests.test_rendering import pages_reached, run_local
 from tests.workers import environment
@@ -92,6 +92,35 @@ def test_a_site_that_needs_a_browser_everywhere_renders_every_page(
     records = read_records(tmp_path / "auto.jsonl")
     assert pages_reached(records, site) == sorted(PAGES)
     assert all(r["rendered"] for r in records), [(r["url"], r["render_reason"]) for r in records]
+
+
+def test_with_a_handler_a_kind_whose_items_only_a_browser_sees_is_rendered(
+    site: SiteServer, tmp_path: Path
+) -> None:
+    """Shop pages whose links are all in their HTML but whose products a script writes:
+    the links agree, the handler's items do not, so every shop page is rendered and
+    every one gives its two items."""
+    shops = [f"/shop/{i}.html" for i in range(12)]
+    site.pages["/"] = Page(b"".join(f'<a href="{s}">{s}</a>'.encode() for s in shops))
+    for path in shops:
+        site.pages[path] = Page(
+            b'<html><body><a href="/">home</a><div id="list"></div><script>'
+            b"for (const n of ['a', 'b']) { const d = document.createElement('div');"
+            b" d.className = 'product'; d.textContent = n;"
+            b" document.getElementById('list').appendChild(d); }</script></body></html>"
+        )
+    output = tmp_path / "pages.jsonl"
+    done = run_local(
+        site.url("/"), "--render", "auto", "--handler", "tests.page_handlers:products",
+        *UNPACED, "--records", str(output),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = {r["url"].removeprefix(site.base_url): r for r in read_records(output)}
+    assert all(records[path]["rendered"] for path in shops), records
+    assert all(len(records[path].get("items", [])) == 2 for path in shops)
+    samples = [records[p] for p in shops if records[p]["render_reason"] == adaptive.SAMPLE]
+    assert samples and samples[0]["render_new_links"] == 0
+    assert samples[0]["render_new_items"] == 2  # what made its kind need a browser
 
 
 def test_page_kinds_generalise_numbers_and_ids_and_keep_labels() -> None:

@@ -14,7 +14,7 @@ import math
 import random
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -25,7 +25,7 @@ from protego import Protego
 from crawler import metrics, outcomes
 from crawler.environment import ACTOR_TIME_LIMIT, Limits
 from crawler.errors import PermanentError, ServerBusy, TransientError
-from crawler.fetching.bounded_fetch import fetch, read_body
+from crawler.fetching.bounded_fetch import PACE_MS, fetch, read_body
 from crawler.frontier import counters, robots_rules
 from crawler.options import CrawlOptions
 from crawler.stores import StorePool, Stores
@@ -175,21 +175,28 @@ def take_turn(
     return TurnAnswer(slot, None if slot is not None else outcomes.DEFERRED, defer_delay())
 
 
-def browser_turn(pool: StorePool, options: CrawlOptions, url: str, deadline: float) -> None:
-    """Wait for the host's turn of a request the browser makes for a page (``--render``):
-    the host's wait (:func:`pause_host`) and its next turn of ``--max-rate`` and
-    ``--auto-throttle`` taken from the schedule every worker takes the crawl's own
-    requests' turns from (:func:`next_turn`), waited for in the thread.  A
-    :class:`TransientError` when the turn would come after ``deadline``
-    (``time.monotonic()``): the browser's request is then not made."""
+def browser_turn(
+    pool: StorePool, options: CrawlOptions, url: str, deadline: float, own_host: bool
+) -> Callable[[int | None, int | None, float], None]:
+    """The host's turn for a request the browser makes for a page (``--render``), as the
+    crawl's own requests take theirs: the host's wait (:func:`pause_host`), its next turn
+    of ``--max-rate`` and ``--auto-throttle`` from the schedule every worker takes turns
+    from (:func:`next_turn`), waited for in the thread, and a ``--max-per-host`` place
+    of the host (:func:`host_slot`) unless it is the page's ``own_host``, whose place
+    the page holds.  A :class:`TransientError` when the turn would come after
+    ``deadline`` (``time.monotonic()``) or no place is free: the request is not made.
+
+    Returns what to call with the request's answer (its status, None for a failure; its
+    ``Retry-After`` in ms; its latency), which gives the place back and adapts the host's
+    pace as a page's answer does (:class:`HostTurn`)."""
     paced_as = pace_of(url, options)
     pace = pace_key(options.crawl_id, paced_as)
     paced_by = [delay_key(options.crawl_id, paced_as)] if options.auto_throttle else []
     with pool.reserve() as client:
         stored = client.get_multi([pace, *paced_by])
-        adaptive = Pace.read(stored.get(paced_by[0])).delay if paced_by else None
+        adaptive = Pace.read(stored.get(paced_by[0])) if paced_by else None
         now = time.time() + _left(stored.get(pace)) / 1000
-        interval = turn_interval(options, None, adaptive)
+        interval = turn_interval(options, None, None if adaptive is None else adaptive.delay)
         due = now
         if interval is not None:
             turn = next_turn(client, turn_key(options.crawl_id, paced_as), interval, now)
@@ -200,6 +207,31 @@ def browser_turn(pool: StorePool, options: CrawlOptions, url: str, deadline: flo
     if wait > 0:
         metrics.rate_limited("waited")
         time.sleep(wait)
+    held = (
+        HostTurn(pool, url, options, paced_as, adaptive=adaptive)
+        if own_host
+        else host_slot(pool, url, options, paced_as, adaptive)
+    )
+    if held is None:
+        raise TransientError("every place of the host was taken")
+    return functools.partial(_browser_answered, held)
+
+
+def _browser_answered(
+    turn: HostTurn, status: int | None, retry_after: int | None, latency: float
+) -> None:
+    """A browser's request answered (:func:`browser_turn`): a 429 (a 503 with
+    ``Retry-After``) makes the host wait for the whole crawl, a failure slows it, an
+    answer's latency adapts its ``--auto-throttle`` delay; its place given back."""
+    error: TransientError | None = None
+    if status is None:
+        error = TransientError("the browser's request failed")
+    elif status == 429 or (status == 503 and retry_after is not None):
+        delay = PACE_MS if retry_after is None else retry_after
+        error = ServerBusy(f"HTTP {status}", delay=delay, status=status)
+    else:
+        turn.answered(latency)
+    turn.__exit__(None if error is None else type(error), error, None)
 
 
 def pace_of(url: str, options: CrawlOptions) -> str:

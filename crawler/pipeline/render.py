@@ -9,7 +9,7 @@ import random
 from crawler import outcomes
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, politeness
-from crawler.handlers import Handlers
+from crawler.handlers import Handlers, page_of, with_enqueued
 from crawler.links.cleaning import clean_href
 from crawler.links.extraction import html_links
 from crawler.option_rules import RENDER_AUTO
@@ -95,19 +95,38 @@ class RenderStage(Stage):
         visit.rendered = self.renderer.render(job)
         if visit.keeper is not None and visit.stored is not None:
             visit.keeper.rendered(visit.stored, fetched.response.url, visit.rendered.html)
-        if choice is not None and choice.compare and visit.page_kind is not None:
-            self._learn(visit, visit.page_kind)
+        if choice is not None and choice.compare:
+            response = visit.response
+            content_type = response.headers.get("Content-Type")
+            static = html_links(visit.body, response.url, content_type)
+            rendered = [clean_href(link) for link in visit.rendered.links]
+            visit.render_new_links = len(adaptive.agrees(static, rendered))
 
     def _learn(self, visit: PageVisit, kind: str) -> None:
-        """Compare the rendered page's links with the static page's; its kind learns."""
-        assert visit.rendered is not None
-        response = visit.response
-        static = html_links(visit.body or b"", response.url, response.headers.get("Content-Type"))
-        new = adaptive.agrees(static, [clean_href(link) for link in visit.rendered.links])
-        visit.render_new_links = len(new)
+        """A sample's or check's kind learns what rendering it brought: links the static
+        page lacks, and with a handler, the items and requests its handler made of the
+        rendered page beyond those it makes of the static one (run again on that, its
+        items through no pipeline: :func:`_more_from_handler`)."""
+        more = (visit.render_new_links or 0) + self._more_from_handler(visit)
         with self.pool.reserve() as client:
             crawl_id = visit.crawl_options.crawl_id or "-"
-            adaptive.learn(client, crawl_id, kind, len(new), self.lifetimes.grace)
+            adaptive.learn(client, crawl_id, kind, more, self.lifetimes.grace)
+
+    def _more_from_handler(self, visit: PageVisit) -> int:
+        """The items and requests the handler made of the rendered page beyond those it
+        makes of the page as fetched (``render_new_items`` in the record)."""
+        handled = visit.handled
+        if visit.handler is None or handled is None or visit.body is None:
+            return 0
+        page = page_of(visit.url, visit.response, visit.body, visit.label, visit.data)
+        seconds = self.handlers.timeout_for(
+            visit.crawl_options.handler_timeout, visit.bounds.fetch_deadline
+        )
+        static = with_enqueued(self.handlers.run(visit.handler, page, seconds), page)
+        more = max(0, len(handled.items) - len(static.items))
+        more += max(0, len(handled.follow) - len(static.follow))
+        visit.record["render_new_items"] = more
+        return more
 
     def on_record(self, visit: PageVisit) -> None:
         if visit.rendered is not None:
@@ -121,6 +140,8 @@ class RenderStage(Stage):
             visit.record["page_kind"] = visit.page_kind or ""
             if visit.render_new_links is not None:
                 visit.record["render_new_links"] = visit.render_new_links
+                if visit.page_kind is not None:  # a sample's or a check's: its kind learns
+                    self._learn(visit, visit.page_kind)
 
     def on_end(self, visit: PageVisit) -> None:
         if visit.render_sample is not None:  # the sample's place, for the next one

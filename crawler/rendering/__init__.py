@@ -31,13 +31,13 @@ def job_of(
     crawl_options: CrawlOptions,
     limits: Limits,
     handler_seconds: float = 0.0,
-    pace: Callable[[str, float], None] | None = None,
+    pace: Callable[[str, float, bool], Callable[..., None]] | None = None,
 ) -> RenderJob:
     """The render of a page fetched with ``limits`` (its deadline, its size cap) in
     ``session`` (the crawl's, for its cookies), by ``crawl_options``' rules; due to end
     within the actor's time limit (:func:`time_limit_ends`), ``handler_seconds`` and
     :data:`MARGIN` left over; ``pace`` waits for the host's turn of each request the
-    browser makes (its URL, and the render's deadline as ``time.monotonic()``)."""
+    browser makes (:attr:`RenderJob.pace`)."""
     ends = fetched.deadline - limits.fetch_deadline + ACTOR_TIME_LIMIT  # from the fetch's start
     interrupted = time_limit_ends()
     if interrupted is not None:  # what came before the fetch counts too
@@ -68,6 +68,7 @@ def job_of(
         max_chars=limits.max_body_bytes,
         max_links=limits.max_links_per_page,
         pace=pace,
+        one_place=crawl_options.max_per_host is not None,
     )
 
 

@@ -136,9 +136,12 @@ class RenderJob:
       media(bool): Load images, fonts and media.
       max_chars(int): The longest DOM read back, in characters.
       max_links(int): Links read back at most.
-      pace(Callable): Waits for the host's turn of a request the browser makes (its URL
-        and the deadline), as the crawl's own requests wait; TransientError when none
-        comes in time.  None: no pace.
+      pace(Callable): Waits for the host's turn of a request the browser makes (its URL,
+        the deadline, whether it is the page's own host), as the crawl's own requests
+        wait, and returns what to call with its answer (status, ``Retry-After`` ms,
+        latency); TransientError when none comes in time.  None: no pace.
+      one_place(bool): The page holds one ``--max-per-host`` place of its host: the
+        browser's requests to that host go one at a time.
     """
 
     url: str
@@ -157,7 +160,8 @@ class RenderJob:
     media: bool = False
     max_chars: int = 10 * 1024 * 1024
     max_links: int = 1000
-    pace: Callable[[str, float], None] | None = None
+    pace: Callable[[str, float, bool], Callable[..., None]] | None = None
+    one_place: bool = False
 
 
 @dataclass(frozen=True)
@@ -645,6 +649,8 @@ class _Rules:
         self.answered = False
         #: The requests made for the page (each hop).
         self.requests = 0
+        #: Held by a hop to the page's own host, with ``--max-per-host``.
+        self.own_host = asyncio.Lock()
         self.headers = {name.lower(): value for name, value in job.headers_sent}
 
     async def route(self, route: Route) -> None:
@@ -670,8 +676,6 @@ class _Rules:
         """Make ``route``'s request here, hop by hop, each hop's host checked before it
         is asked and sent the crawl's headers; answer the page with the last hop's
         response, or refuse the request."""
-        from playwright.async_api import Error
-
         request = route.request
         url, method, body = request.url, request.method, request.post_data_buffer
         headers = {n: v for n, v in request.headers.items() if n.lower() != "cookie"}
@@ -681,22 +685,8 @@ class _Rules:
             if not await self._reachable(host):
                 await self._refuse(route, f"{host}, not public")
                 return
-            if not await self._paced(url):
-                await route.abort("timedout")
-                return
-            left = _due(self.job) - time.monotonic()
-            if left <= 0:
-                await route.abort("timedout")
-                return
-            self.requests += 1
-            try:
-                response = await self.fetcher.fetch(
-                    url, method=method, headers=self._hop_headers(headers, url, origin),
-                    data=body, max_redirects=0, fail_on_status_code=False, timeout=left * 1000,
-                )  # fmt: skip
-            except Error as e:
-                logger.debug("--render: %s failed: %s", shown(url), _first_line(e))
-                await route.abort("failed")
+            response = await self._hop(route, url, method, headers, body, origin)
+            if response is None:
                 return
             target = _redirect_target(response, url)
             if target is None:
@@ -728,19 +718,68 @@ class _Rules:
         else:
             await socket.close(code=1008, reason="refused by the crawler's network guard")
 
-    async def _paced(self, url: str) -> bool:
-        """Wait for the host's turn of a hop to ``url`` (the crawl's rate and
-        ``--auto-throttle`` delay hold for the browser's requests as for the crawl's);
-        False when none comes before the render's deadline."""
+    async def _hop(
+        self,
+        route: Route,
+        url: str,
+        method: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        origin: str,
+    ) -> APIResponse | None:
+        """One hop of a request: its host's turn (:attr:`RenderJob.pace`), the request,
+        its answer told to the host's pace.  None when it was not made or failed (the
+        route aborted).  With ``--max-per-host`` the hops to the page's own host go one
+        at a time, in the place the page holds."""
+        from playwright.async_api import Error
+
+        own = _origin(url) == _origin(self.job.url) and self.job.one_place
+        async with self.own_host if own else contextlib.nullcontext():
+            answered = await self._paced(url, own)
+            left = _due(self.job) - time.monotonic()
+            if answered is None or left <= 0:
+                await self._told(answered, None, None, 0.0)
+                await route.abort("timedout")
+                return None
+            self.requests += 1
+            started = time.monotonic()
+            try:
+                response = await self.fetcher.fetch(
+                    url, method=method, headers=self._hop_headers(headers, url, origin),
+                    data=body, max_redirects=0, fail_on_status_code=False, timeout=left * 1000,
+                )  # fmt: skip
+            except Error as e:
+                logger.debug("--render: %s failed: %s", shown(url), _first_line(e))
+                await self._told(answered, None, None, time.monotonic() - started)
+                await route.abort("failed")
+                return None
+            wait = response.headers.get("retry-after", "").strip()
+            retry_after = int(wait) * 1000 if wait.isdigit() else None
+            await self._told(answered, response.status, retry_after, time.monotonic() - started)
+            return response
+
+    async def _paced(self, url: str, own: bool) -> Callable[..., None] | None:
+        """Wait for the host's turn of a hop to ``url`` (:attr:`RenderJob.pace`): what
+        to tell its answer to; None when no turn came before the render's deadline."""
         if self.job.pace is None:
-            return True
+            return _unpaced
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(None, self.job.pace, url, _due(self.job))
+            return await loop.run_in_executor(None, self.job.pace, url, _due(self.job), own)
         except TransientError as e:
             logger.debug("--render: %s not paced in time: %s", shown(url), e)
-            return False
-        return True
+            return None
+
+    @staticmethod
+    async def _told(
+        answered: Callable[..., None] | None,
+        status: int | None,
+        retry_after: int | None,
+        latency: float,
+    ) -> None:
+        if answered is not None and answered is not _unpaced:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, answered, status, retry_after, latency)
 
     async def _reachable(self, host: str) -> bool:
         """Whether the page may reach ``host``: any host, from a page that was not on a
@@ -753,6 +792,10 @@ class _Rules:
     async def _refuse(self, route: Route, what: str) -> None:
         logger.debug("--render: refused %s (%s)", shown(route.request.url), what)
         await route.abort("blockedbyclient")
+
+
+def _unpaced(status: int | None, retry_after: int | None, latency: float) -> None:
+    """A hop's answer, told to no host's pace (a render without one)."""
 
 
 def _origin(url: str) -> str:
