@@ -49,18 +49,19 @@ _OPTIONS = ConversionOptions(
     extract_metadata=False, skip_images=True, autolinks=False, code_block_style="backticks",
     sup_symbol="^",
 )  # fmt: skip
-#: Markdown's marks, taken out for the plain text.
+#: Markdown's marks, taken out for the plain text: code fences, images, links,
+#: headings, rules (tables' and bold's are taken out apart, where there are any).
 _MARKS = [
-    (re.compile(r"^```[^\n]*\n", re.M), ""),  # code fences
-    (re.compile(r"!\[([^\]]*)\]\([^)]*\)"), r"\1"),  # images
-    (re.compile(r"\[([^\]]*)\]\((?:[^()]|\([^)]*\))*\)"), r"\1"),  # links
-    (re.compile(r"^#{1,6} +", re.M), ""),  # headings
-    (re.compile(r"^\|?(?: *:?-{3,}:? *\|)+ *:?-*:? *$\n?", re.M), ""),  # tables' rules
-    (re.compile(r"^\| *| *\|$", re.M), ""),  # tables' outer pipes
-    (re.compile(r" +\| +"), "\t"),  # their inner ones
-    (re.compile(r"(\*\*|__|`)"), ""),  # bold, code
-    (re.compile(r"^---+$\n?", re.M), ""),  # rules
+    ("```", re.compile(r"^```[^\n]*\n", re.M), ""),
+    ("![", re.compile(r"!\[([^\]]*)\]\([^)]*\)"), r"\1"),
+    ("](", re.compile(r"\[([^\]]*)\]\((?:[^()]|\([^)]*\))*\)"), r"\1"),
+    ("#", re.compile(r"^#{1,6} +", re.M), ""),
+    ("---", re.compile(r"^---+$\n?", re.M), ""),
 ]
+#: A table's rule line (``| --- | :-: |``).
+_TABLE_RULE = re.compile(r"^\|?(?: *:?-{3,}:? *\|)+ *:?-*:? *$")
+#: The pipes between a table's cells.
+_CELL_PIPE = re.compile(r" +\| +")
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,25 @@ def main_content(html: str | bytes) -> MainContent:
 
 
 def plain_text(markdown: str) -> str:
-    """``markdown`` without its marks: the text a reader reads."""
-    for pattern, replacement in _MARKS:
-        markdown = pattern.sub(replacement, markdown)
+    """``markdown`` without its marks: the text a reader reads (a table's rows as its
+    cells a tab apart)."""
+    for needle, pattern, replacement in _MARKS:
+        if needle in markdown:  # most pages have few kinds of marks: skip the others
+            markdown = pattern.sub(replacement, markdown)
+    if "|" in markdown:
+        markdown = "".join(_table_line(line) for line in markdown.splitlines(keepends=True))
+    for mark in ("**", "__", "`"):
+        markdown = markdown.replace(mark, "")
     return markdown
+
+
+def _table_line(line: str) -> str:
+    """A line of a Markdown table without its pipes (a rule line: nothing); any other
+    line as it is."""
+    if not line.startswith("|"):
+        return line
+    if _TABLE_RULE.match(line.rstrip("\n")):
+        return ""
+    body = line.rstrip("\n").strip()
+    body = body.removeprefix("|").removesuffix("|").strip(" ")
+    return _CELL_PIPE.sub("\t", body) + line[len(line.rstrip("\n")) :]
