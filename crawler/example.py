@@ -116,11 +116,11 @@ def crawl(
         keeper=visit.keeper, conditions=visit.conditions, asking=visit.asking, cache=visit.cache,
     ) as fetched:  # fmt: skip
         here.pipeline.after_response(visit, fetched)  # its body read, or its earlier links (a 304)
-        if visit.not_html:
-            logger.warning("Skipping URL %r since it's not HTML.", url)
-        elif visit.body is not None:
-            here.pipeline.on_page(visit)  # rendered, given to the handler
-            visit.anchors = find_anchors(visit, here.limits)
+    if visit.not_html:  # the host's turn over: its place free for the next fetch
+        logger.warning("Skipping URL %r since it's not HTML.", url)
+    elif visit.body is not None:
+        here.pipeline.on_page(visit)  # rendered, given to the handler
+        visit.anchors = find_anchors(visit, here.limits)
     here.pipeline.on_links(visit)  # the handler's requests, and those in scope
     with here.stores.memcache_pool.reserve() as client:
         visit.sent = sender.send(client, visit.follow, visit.kwargs, visit.own, visit.priority)

@@ -758,8 +758,8 @@ def test_the_browser_s_requests_wait_for_their_host_s_turns_and_are_counted(
 def test_with_max_per_host_the_browser_asks_the_page_s_host_one_request_at_a_time(
     site: SiteServer, tmp_path: Path
 ) -> None:
-    """``--max-per-host 1``: the page holds its host's one place, and the four scripts
-    it loads from that host are asked one at a time (a browser asks for them at once)."""
+    """``--max-per-host 1``: the four scripts the page loads from its host each take the
+    host's one place, so they are asked one at a time (a browser asks for them at once)."""
     from tests.defending_servers import Loaded
 
     scripts = {f"/s/{i}.js": Page(b"void 0;", content_type="text/javascript") for i in range(4)}

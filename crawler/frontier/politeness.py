@@ -176,14 +176,14 @@ def take_turn(
 
 
 def browser_turn(
-    pool: StorePool, options: CrawlOptions, url: str, deadline: float, own_host: bool
+    pool: StorePool, options: CrawlOptions, url: str, deadline: float
 ) -> Callable[[int | None, int | None, float], None]:
     """The host's turn for a request the browser makes for a page (``--render``), as the
     crawl's own requests take theirs: the host's wait (:func:`pause_host`), its next turn
     of ``--max-rate`` and ``--auto-throttle`` from the schedule every worker takes turns
     from (:func:`next_turn`), waited for in the thread, and a ``--max-per-host`` place
-    of the host (:func:`host_slot`) unless it is the page's ``own_host``, whose place
-    the page holds.  A :class:`TransientError` when the turn would come after
+    of the host (:func:`host_slot`; the page's own place was given back once its body
+    was read).  A :class:`TransientError` when the turn would come after
     ``deadline`` (``time.monotonic()``) or no place is free: the request is not made.
 
     Returns what to call with the request's answer (its status, None for a failure; its
@@ -207,11 +207,7 @@ def browser_turn(
     if wait > 0:
         metrics.rate_limited("waited")
         time.sleep(wait)
-    held = (
-        HostTurn(pool, url, options, paced_as, adaptive=adaptive)
-        if own_host
-        else host_slot(pool, url, options, paced_as, adaptive)
-    )
+    held = host_slot(pool, url, options, paced_as, adaptive)
     if held is None:
         raise TransientError("every place of the host was taken")
     return functools.partial(_browser_answered, held)

@@ -20,10 +20,11 @@ from crawler.stores import StorePool
 
 
 class RenderStage(Stage):
-    """Render an HTML page in the page's turn (its host's rules hold for the browser
-    too: each request the browser makes waits for its host's turn of the crawl's rate
-    and ``--auto-throttle`` delay, :func:`~crawler.frontier.politeness.browser_turn`)
-    and in time for its handler within the actor's time limit: ``visit.rendered``,
+    """Render an HTML page once its body is read (its host's rules hold for the browser
+    too: each request the browser makes waits for its host's turn, its rate, its
+    ``--auto-throttle`` delay and a ``--max-per-host`` place, as the crawl's own do:
+    :func:`~crawler.frontier.politeness.browser_turn`), in time for its handler within
+    the actor's time limit: ``visit.rendered``,
     whose DOM the handler is given and whose links are followed.  With ``--warc`` its DOM
     is kept as a ``conversion`` record.
 

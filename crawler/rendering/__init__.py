@@ -31,7 +31,7 @@ def job_of(
     crawl_options: CrawlOptions,
     limits: Limits,
     handler_seconds: float = 0.0,
-    pace: Callable[[str, float, bool], Callable[..., None]] | None = None,
+    pace: Callable[[str, float], Callable[..., None]] | None = None,
 ) -> RenderJob:
     """The render of a page fetched with ``limits`` (its deadline, its size cap) in
     ``session`` (the crawl's, for its cookies), by ``crawl_options``' rules; due to end
@@ -68,7 +68,6 @@ def job_of(
         max_chars=limits.max_body_bytes,
         max_links=limits.max_links_per_page,
         pace=pace,
-        one_place=crawl_options.max_per_host is not None,
     )
 
 

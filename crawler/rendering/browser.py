@@ -137,11 +137,9 @@ class RenderJob:
       max_chars(int): The longest DOM read back, in characters.
       max_links(int): Links read back at most.
       pace(Callable): Waits for the host's turn of a request the browser makes (its URL,
-        the deadline, whether it is the page's own host), as the crawl's own requests
-        wait, and returns what to call with its answer (status, ``Retry-After`` ms,
-        latency); TransientError when none comes in time.  None: no pace.
-      one_place(bool): The page holds one ``--max-per-host`` place of its host: the
-        browser's requests to that host go one at a time.
+        the deadline), as the crawl's own requests wait, and returns what to call with
+        its answer (status, ``Retry-After`` ms, latency); TransientError when none
+        comes in time.  None: no pace.
     """
 
     url: str
@@ -160,8 +158,7 @@ class RenderJob:
     media: bool = False
     max_chars: int = 10 * 1024 * 1024
     max_links: int = 1000
-    pace: Callable[[str, float, bool], Callable[..., None]] | None = None
-    one_place: bool = False
+    pace: Callable[[str, float], Callable[..., None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -649,8 +646,6 @@ class _Rules:
         self.answered = False
         #: The requests made for the page (each hop).
         self.requests = 0
-        #: Held by a hop to the page's own host, with ``--max-per-host``.
-        self.own_host = asyncio.Lock()
         self.headers = {name.lower(): value for name, value in job.headers_sent}
 
     async def route(self, route: Route) -> None:
@@ -729,43 +724,40 @@ class _Rules:
     ) -> APIResponse | None:
         """One hop of a request: its host's turn (:attr:`RenderJob.pace`), the request,
         its answer told to the host's pace.  None when it was not made or failed (the
-        route aborted).  With ``--max-per-host`` the hops to the page's own host go one
-        at a time, in the place the page holds."""
+        route aborted)."""
         from playwright.async_api import Error
 
-        own = _origin(url) == _origin(self.job.url) and self.job.one_place
-        async with self.own_host if own else contextlib.nullcontext():
-            answered = await self._paced(url, own)
-            left = _due(self.job) - time.monotonic()
-            if answered is None or left <= 0:
-                await self._told(answered, None, None, 0.0)
-                await route.abort("timedout")
-                return None
-            self.requests += 1
-            started = time.monotonic()
-            try:
-                response = await self.fetcher.fetch(
-                    url, method=method, headers=self._hop_headers(headers, url, origin),
-                    data=body, max_redirects=0, fail_on_status_code=False, timeout=left * 1000,
-                )  # fmt: skip
-            except Error as e:
-                logger.debug("--render: %s failed: %s", shown(url), _first_line(e))
-                await self._told(answered, None, None, time.monotonic() - started)
-                await route.abort("failed")
-                return None
-            wait = response.headers.get("retry-after", "").strip()
-            retry_after = int(wait) * 1000 if wait.isdigit() else None
-            await self._told(answered, response.status, retry_after, time.monotonic() - started)
-            return response
+        answered = await self._paced(url)
+        left = _due(self.job) - time.monotonic()
+        if answered is None or left <= 0:
+            await self._told(answered, None, None, 0.0)
+            await route.abort("timedout")
+            return None
+        self.requests += 1
+        started = time.monotonic()
+        try:
+            response = await self.fetcher.fetch(
+                url, method=method, headers=self._hop_headers(headers, url, origin),
+                data=body, max_redirects=0, fail_on_status_code=False, timeout=left * 1000,
+            )  # fmt: skip
+        except Error as e:
+            logger.debug("--render: %s failed: %s", shown(url), _first_line(e))
+            await self._told(answered, None, None, time.monotonic() - started)
+            await route.abort("failed")
+            return None
+        wait = response.headers.get("retry-after", "").strip()
+        retry_after = int(wait) * 1000 if wait.isdigit() else None
+        await self._told(answered, response.status, retry_after, time.monotonic() - started)
+        return response
 
-    async def _paced(self, url: str, own: bool) -> Callable[..., None] | None:
+    async def _paced(self, url: str) -> Callable[..., None] | None:
         """Wait for the host's turn of a hop to ``url`` (:attr:`RenderJob.pace`): what
         to tell its answer to; None when no turn came before the render's deadline."""
         if self.job.pace is None:
             return _unpaced
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(None, self.job.pace, url, _due(self.job), own)
+            return await loop.run_in_executor(None, self.job.pace, url, _due(self.job))
         except TransientError as e:
             logger.debug("--render: %s not paced in time: %s", shown(url), e)
             return None
