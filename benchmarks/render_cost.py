@@ -5,6 +5,10 @@ browser rendered), on a generated site.
     python benchmarks/render_cost.py                                # 500 pages
     python benchmarks/render_cost.py --pages 200 --runs local,rabbitmq,redis --repeat 3
     python benchmarks/render_cost.py --site mixed --pages 400 --runs local
+    python benchmarks/render_cost.py --site mixed --pages 400 --runs local --polite
+
+``--polite`` runs every crawl at ``crawler crawl``'s default pace (``--auto-throttle``);
+without it, as upstream's seeder does, unthrottled.
 
 The site (``--site``): ``plain``, pages of plain ``<a href>`` links; or ``mixed``, the
 shape of ``tests/scripted_site.py``'s ``mixed_site``: ``/`` links to ``--pages`` less a
@@ -396,6 +400,7 @@ def measure(
     modes: list[str],
     wait: tuple[str, ...],
     site: Site,
+    paced: tuple[str, ...] = (),
 ) -> Any:
     """Each round, each run crawls in each mode in turn; the median round of each (by
     pages/s), with its ratios to the static crawl's (when ``static`` is a mode)."""
@@ -407,7 +412,7 @@ def measure(
                 prefix = tmp / f"{run}-{round_}-{mode}"
                 prefix.mkdir()
                 prefix.chmod(0o777)
-                options = OPTIONS + (render + wait if render else ())
+                options = OPTIONS + paced + (render + wait if render else ())
                 served_before = served_lines(tmp / "access.log")
                 if run == "local":
                     outcome = crawl_locally(seed, prefix, options)
@@ -529,6 +534,10 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--render-wait", help="the crawls' --render-wait (default: idle)")
+    parser.add_argument(
+        "--polite", action="store_true", help="every crawl at crawler crawl's default pace"
+        " (--auto-throttle: each host paced by its server, 2 requests in flight at most)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path)
     arguments = parser.parse_args()
     runs = arguments.runs.split(",")
@@ -559,12 +568,15 @@ def main() -> int:
         else:
             site = write_plain_site(root, base, arguments.pages, arguments.links)
         with serve(root, port, access_log=tmp / "access.log", state=tmp):
-            results = measure(base + site.seed, tmp, runs, arguments.repeat, modes, wait, site)
+            paced = ("--auto-throttle",) if arguments.polite else ()
+            results = measure(
+                base + site.seed, tmp, runs, arguments.repeat, modes, wait, site, paced
+            )
     pages_at_once = os.environ.get("CRAWLER_RENDER_PAGES", "4")
     print(
         f"{site.description}; median of {arguments.repeat} round(s); modes {','.join(modes)};"
         f" --render-wait {arguments.render_wait or 'idle'}, {pages_at_once} pages at once a"
-        " process"
+        " process" + ("; --auto-throttle (crawler crawl's pace)" if arguments.polite else "")
     )
     print(table(results))
     for line in against_target(results, runs):
