@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -145,8 +146,6 @@ def test_a_turn_awaited_while_its_server_asked_the_crawl_to_wait_is_not_taken() 
     """Another request's 429 paused the host while this one waited in its thread for a
     turn taken at the old pace: it does not go (the server refuses what comes in its
     wait), but comes back after the wait."""
-    import time
-
     import requests
 
     from crawler.environment import Limits
@@ -192,3 +191,37 @@ def test_a_worker_s_consumers_look_for_due_turns_every_tenth_of_a_second() -> No
     finally:
         worker.stop()
         broker.close()
+
+
+def test_a_browser_request_takes_no_turn_past_the_render_and_its_answer_paces_the_host() -> None:
+    """``BrowserPace``: a turn that would come after the render's end is not taken (the
+    crawl's own requests lose nothing to it); a request never sent slows nothing; a
+    429's ``Retry-After`` pauses the host, at most ``max_backoff``."""
+    from crawler.errors import TransientError
+    from crawler.stores.memory import MemoryPool
+
+    client = MemoryClient()
+    pool, options = MemoryPool(client), CrawlOptions(crawl_id="c", max_rate=1)
+    pace = politeness.BrowserPace(pool, options, max_backoff=5000)
+    url, key = "http://h.test/s.js", politeness.turn_key("c", "h.test")
+    first = pace.turn(url, 10.0)
+    booked = client.get(key)
+    with pytest.raises(TransientError):
+        pace.turn(url, 0.5)  # the next turn is a second away
+    assert client.get(key) == booked  # and was not taken
+    assert pace.turn(url, 10.0) == pytest.approx(first + 1.0)
+
+    auto = CrawlOptions(crawl_id="c", auto_throttle=True, max_per_host=1)
+    pace = politeness.BrowserPace(pool, auto, max_backoff=5000)
+    delay = politeness.delay_key("c", "h.test")
+    client.set(delay, politeness.Pace(0.2).written())
+    place = pace.place(url)
+    assert place is not None and pace.place(url) is None  # its host's one place
+    pace.answered(place, None, None, -1.0)  # never sent
+    assert politeness.Pace.read(client.get(delay)) == politeness.Pace(0.2)
+    place = pace.place(url)
+    assert place is not None
+    pace.answered(place, 429, 3_600_000, 0.01)
+    paused = float(client.get(politeness.pace_key("c", "h.test")))
+    assert 4.0 <= paused - time.time() <= 5.1  # Retry-After capped
+    assert politeness.Pace.read(client.get(delay)).careful

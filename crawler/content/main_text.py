@@ -116,20 +116,18 @@ def plain_text(markdown: str) -> str:
     for needle, pattern, replacement in _MARKS:
         if needle in markdown:  # most pages have few kinds of marks: skip the others
             markdown = pattern.sub(replacement, markdown)
-    if "|" in markdown:
-        markdown = "".join(_table_line(line) for line in markdown.splitlines(keepends=True))
+    if "|" in markdown:  # a table's rows as their cells, its rule lines left out
+        markdown = "\n".join(
+            _table_row(line) if line.startswith("|") else line
+            for line in markdown.split("\n")
+            if not (line.startswith("|") and _TABLE_RULE.match(line))
+        )
     for mark in ("**", "__", "`"):
         markdown = markdown.replace(mark, "")
     return markdown
 
 
-def _table_line(line: str) -> str:
-    """A line of a Markdown table without its pipes (a rule line: nothing); any other
-    line as it is."""
-    if not line.startswith("|"):
-        return line
-    if _TABLE_RULE.match(line.rstrip("\n")):
-        return ""
-    body = line.rstrip("\n").strip()
-    body = body.removeprefix("|").removesuffix("|").strip(" ")
-    return _CELL_PIPE.sub("\t", body) + line[len(line.rstrip("\n")) :]
+def _table_row(line: str) -> str:
+    """A Markdown table's row as its cells, a tab apart."""
+    body = line.strip().removeprefix("|").removesuffix("|").strip(" ")
+    return _CELL_PIPE.sub("\t", body)

@@ -14,7 +14,7 @@ import math
 import random
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -175,59 +175,76 @@ def take_turn(
     return TurnAnswer(slot, None if slot is not None else outcomes.DEFERRED, defer_delay())
 
 
-def browser_turn(
-    pool: StorePool, options: CrawlOptions, url: str, deadline: float
-) -> Callable[[int | None, int | None, float], None]:
-    """The host's turn for a request the browser makes for a page (``--render``), as the
-    crawl's own requests take theirs: the host's wait (:func:`pause_host`), its next turn
-    of ``--max-rate`` and ``--auto-throttle`` from the schedule every worker takes turns
-    from (:func:`next_turn`), waited for in the thread, and a ``--max-per-host`` place
-    of the host (:func:`host_slot`; the page's own place was given back once its body
-    was read).  A :class:`TransientError` when the turn would come after
-    ``deadline`` (``time.monotonic()``) or no place is free: the request is not made.
+class BrowserPace:
+    """The host's turns for the requests a browser makes for a page (``--render``), as
+    the crawl's own requests take theirs, in steps that never wait in a thread (the
+    browser's event loop awaits between them):
 
-    Returns what to call with the request's answer (its status, None for a failure; its
-    ``Retry-After`` in ms; its latency), which gives the place back and adapts the host's
-    pace as a page's answer does (:class:`HostTurn`)."""
-    paced_as = pace_of(url, options)
-    pace = pace_key(options.crawl_id, paced_as)
-    paced_by = [delay_key(options.crawl_id, paced_as)] if options.auto_throttle else []
-    with pool.reserve() as client:
-        stored = client.get_multi([pace, *paced_by])
-        adaptive = Pace.read(stored.get(paced_by[0])) if paced_by else None
-        now = time.time() + _left(stored.get(pace)) / 1000
-        interval = turn_interval(options, None, None if adaptive is None else adaptive.delay)
-        due = now
-        if interval is not None:
-            turn = next_turn(client, turn_key(options.crawl_id, paced_as), interval, now)
-            due = TURN_AHEAD + now if turn is None else turn
-    wait = due - time.time()
-    if time.monotonic() + wait > deadline:
-        raise TransientError(f"the host's turn is {wait:.1f}s away, after the render's end")
-    if wait > 0:
-        metrics.rate_limited("waited")
-        time.sleep(wait)
-    held = host_slot(pool, url, options, paced_as, adaptive)
-    if held is None:
-        raise TransientError("every place of the host was taken")
-    return functools.partial(_browser_answered, held)
+    * :meth:`turn`: the host's wait (:func:`pause_host`) and its next turn of
+      ``--max-rate`` and ``--auto-throttle`` from the schedule every worker takes
+      turns from (:func:`next_turn`), not taken when it would come after the render's
+      end;
+    * :meth:`place`: a ``--max-per-host`` place of the host (:func:`host_slot`, tried
+      once; the page's own place was given back once its body was read);
+    * :meth:`answered`: the place given back, and the answer told to the host's pace
+      as a page's is (a 429, a 503 with ``Retry-After``: the host waits for the whole
+      crawl, at most ``max_backoff``; a failure slows it; its latency adapts it), or
+      nothing told of a request never sent.
 
+    Parameters:
+      pool(StorePool): The crawl's store.
+      options(CrawlOptions): The crawl's options.
+      max_backoff(int): The longest wait a ``Retry-After`` makes, in milliseconds.
+    """
 
-def _browser_answered(
-    turn: HostTurn, status: int | None, retry_after: int | None, latency: float
-) -> None:
-    """A browser's request answered (:func:`browser_turn`): a 429 (a 503 with
-    ``Retry-After``) makes the host wait for the whole crawl, a failure slows it, an
-    answer's latency adapts its ``--auto-throttle`` delay; its place given back."""
-    error: TransientError | None = None
-    if status is None:
-        error = TransientError("the browser's request failed")
-    elif status == 429 or (status == 503 and retry_after is not None):
-        delay = PACE_MS if retry_after is None else retry_after
-        error = ServerBusy(f"HTTP {status}", delay=delay, status=status)
-    else:
-        turn.answered(latency)
-    turn.__exit__(None if error is None else type(error), error, None)
+    def __init__(self, pool: StorePool, options: CrawlOptions, max_backoff: int) -> None:
+        self.pool, self.options, self.max_backoff = pool, options, max_backoff
+
+    def turn(self, url: str, seconds_left: float) -> float:
+        """The epoch time of the host's turn for ``url``, taken; a
+        :class:`TransientError`, none taken, when it would come after ``seconds_left``."""
+        options, paced_as = self.options, pace_of(url, self.options)
+        paced_by = [delay_key(options.crawl_id, paced_as)] if options.auto_throttle else []
+        with self.pool.reserve() as client:
+            stored = client.get_multi([pace_key(options.crawl_id, paced_as), *paced_by])
+            adaptive = Pace.read(stored.get(paced_by[0])).delay if paced_by else None
+            now = time.time()
+            due = now + _left(stored.get(pace_key(options.crawl_id, paced_as))) / 1000
+            interval = turn_interval(options, None, adaptive)
+            if interval is not None and due - now <= seconds_left:
+                key = turn_key(options.crawl_id, paced_as)
+                turn = next_turn(client, key, interval, due, ahead=now + seconds_left - due)
+                due = math.inf if turn is None else turn
+        if due - now > seconds_left:
+            raise TransientError("the host's turn comes after the render's end")
+        return due
+
+    def place(self, url: str) -> HostTurn | None:
+        """A place of the host for ``url``'s request, or None when all are taken now."""
+        options, paced_as = self.options, pace_of(url, self.options)
+        adaptive = None
+        if options.auto_throttle:
+            with self.pool.reserve() as client:
+                adaptive = Pace.read(client.get(delay_key(options.crawl_id, paced_as)))
+        return host_slot(self.pool, url, options, paced_as, adaptive, patience=0.0)
+
+    def answered(
+        self, place: HostTurn, status: int | None, retry_after: int | None, latency: float
+    ) -> None:
+        """``place``'s request answered with ``status`` (None: it failed), its
+        ``Retry-After`` in ms and its ``latency``; or, with ``latency`` below 0, never
+        sent: its place given back, nothing told."""
+        error: TransientError | None = None
+        if latency < 0:
+            place.adaptive = None  # nothing to learn from it
+        elif status is None:
+            error = TransientError("the browser's request failed")
+        elif status == 429 or (status == 503 and retry_after is not None):
+            delay = PACE_MS if retry_after is None else min(retry_after, self.max_backoff)
+            error = ServerBusy(f"HTTP {status}", delay=delay, status=status)
+        else:
+            place.answered(latency)
+        place.__exit__(None if error is None else type(error), error, None)
 
 
 def pace_of(url: str, options: CrawlOptions) -> str:
@@ -390,11 +407,13 @@ def turn_key(crawl_id: str | None, name: str) -> str:
     return counters.crawl_key(crawl_id or "-", f"turn:{_digest(name)}")
 
 
-def next_turn(client: StoreClient, key: str, interval: float, now: float) -> float | None:
+def next_turn(
+    client: StoreClient, key: str, interval: float, now: float, ahead: float = TURN_AHEAD
+) -> float | None:
     """Take the host's next free turn (epoch seconds): now, or ``interval`` after the
     last one taken, whichever is later; the one after it is kept at ``key`` for every
     worker and thread of the crawl (compare-and-set: two never take the same turn).
-    None, and none taken, when it is over :data:`TURN_AHEAD` away.
+    None, and none taken, when it is over ``ahead`` (:data:`TURN_AHEAD`) seconds away.
 
     Each request of a host thus has a turn of its own, taken once: a message whose turn
     is later waits for it in the broker (deferred to it), not in a worker thread, and
@@ -403,7 +422,7 @@ def next_turn(client: StoreClient, key: str, interval: float, now: float) -> flo
     for _ in range(TURN_TRIES):
         value, token = client.gets(key)
         due = now if value is None else max(now, float(value))
-        if due - now > TURN_AHEAD:
+        if due - now > ahead:
             return None
         after = f"{due + interval:.4f}".encode()
         lives = math.ceil(due - now + interval) + 60  # past the last turn taken
@@ -484,11 +503,16 @@ def slot_keys(crawl_id: str, name: str, places: int) -> list[str]:
 
 
 def host_slot(
-    pool: StorePool, url: str, options: CrawlOptions, paced_as: str, adaptive: Pace | None = None
+    pool: StorePool,
+    url: str,
+    options: CrawlOptions,
+    paced_as: str,
+    adaptive: Pace | None = None,
+    patience: float = RATE_WAIT,
 ) -> HostTurn | None:
     """With ``--max-per-host N``: one of the N places of ``url``'s host for a fetch in
-    flight, held until the context ends; None when all were taken for ``RATE_WAIT``
-    seconds (the message is deferred, as over ``--max-rate``).  Without it, a turn
+    flight, held until the context ends; None when all were taken for ``patience``
+    seconds (``RATE_WAIT``: the message is deferred, as over ``--max-rate``).  Without it, a turn
     that holds no place.
 
     The places are N keys in the crawl's store, each taken with ``add``: one a killed
@@ -499,7 +523,7 @@ def host_slot(
     if options.max_per_host is None or options.crawl_id is None:
         return HostTurn(pool, url, options, paced_as, adaptive=adaptive)
     keys = slot_keys(options.crawl_id, paced_as, options.max_per_host)
-    deadline = time.monotonic() + RATE_WAIT
+    deadline = time.monotonic() + patience
     while True:
         with pool.reserve() as client:
             taken = client.get_multi(keys)

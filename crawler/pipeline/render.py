@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-import functools
 import random
+import time
 
 from crawler import outcomes
 from crawler.environment import Lifetimes
@@ -15,7 +15,7 @@ from crawler.links.extraction import html_links
 from crawler.option_rules import RENDER_AUTO
 from crawler.pipeline.stage import Stage
 from crawler.pipeline.visit import PageVisit
-from crawler.rendering import Renderer, adaptive, job_of
+from crawler.rendering import Renderer, adaptive, job_of, time_limit_ends
 from crawler.stores import StorePool
 
 
@@ -70,7 +70,8 @@ class RenderStage(Stage):
                 visit.render_sample = adaptive.take_sample(client, crawl_id, kind)
                 if visit.render_sample is None:  # its kind's samples are being rendered
                     wait = random.randint(*adaptive.SAMPLE_WAIT_MS)
-                    claims.defer(visit.actor.broker, visit.message, wait)
+                    turn = visit.message.options.get("turn")  # a host's turn it took: kept
+                    claims.defer(visit.actor.broker, visit.message, wait, turn)
                     visit.skipped = outcomes.DEFERRED
                     return
                 visit.render_choice = adaptive.Choice(True, adaptive.SAMPLE, compare=True)
@@ -91,9 +92,13 @@ class RenderStage(Stage):
                 options.handler_timeout, visit.bounds.fetch_deadline
             )
         assert visit.session is not None
-        pace = functools.partial(politeness.browser_turn, self.pool, options)
+        pace = politeness.BrowserPace(self.pool, options, visit.bounds.max_backoff)
         job = job_of(fetched, visit.body, visit.session, options, visit.bounds, seconds, pace)
-        visit.rendered = self.renderer.render(job)
+        try:
+            visit.rendered = self.renderer.render(job)
+        except BaseException:
+            self.on_end(visit)  # a sample that failed: its place for another page of its kind
+            raise
         if visit.keeper is not None and visit.stored is not None:
             visit.keeper.rendered(visit.stored, fetched.response.url, visit.rendered.html)
         if choice is not None and choice.compare:
@@ -123,7 +128,12 @@ class RenderStage(Stage):
         seconds = self.handlers.timeout_for(
             visit.crawl_options.handler_timeout, visit.bounds.fetch_deadline
         )
+        ends = time_limit_ends()
+        if handled.error is not None or (ends is not None and ends - time.monotonic() < seconds):
+            return 0  # the actor's time limit leaves no second run: links alone compared
         static = with_enqueued(self.handlers.run(visit.handler, page, seconds), page)
+        if static.error is not None:  # what it makes of the static page is not known
+            return 0
         more = max(0, len(handled.items) - len(static.items))
         more += max(0, len(handled.follow) - len(static.follow))
         visit.record["render_new_items"] = more

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
 
 import requests
 
@@ -14,7 +13,7 @@ from crawler.errors import PermanentError
 from crawler.fetching import Fetched
 from crawler.fetching.sessions import HostAuth, HttpSettings
 from crawler.options import CrawlOptions
-from crawler.rendering.browser import Rendered, Renderer, RenderJob
+from crawler.rendering.browser import HopPace, Rendered, Renderer, RenderJob
 from crawler.rendering.chromium import CannotRender, check
 
 __all__ = ["CannotRender", "RenderJob", "Rendered", "Renderer", "check", "job_of"]
@@ -31,7 +30,7 @@ def job_of(
     crawl_options: CrawlOptions,
     limits: Limits,
     handler_seconds: float = 0.0,
-    pace: Callable[[str, float], Callable[..., None]] | None = None,
+    pace: HopPace | None = None,
 ) -> RenderJob:
     """The render of a page fetched with ``limits`` (its deadline, its size cap) in
     ``session`` (the crawl's, for its cookies), by ``crawl_options``' rules; due to end

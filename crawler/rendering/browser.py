@@ -51,12 +51,13 @@ import dataclasses
 import heapq
 import itertools
 import logging
+import random
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from crawler.errors import PermanentError, TransientError, shown
@@ -111,6 +112,36 @@ _READ = """([cap, most]) => {
 }"""
 
 
+class HopPace(Protocol):
+    """The host's turns and places for the browser's requests (``--render``): see
+    :class:`crawler.frontier.politeness.BrowserPace`."""
+
+    def turn(self, url: str, seconds_left: float) -> float: ...
+
+    def place(self, url: str) -> Any: ...
+
+    def answered(
+        self, place: Any, status: int | None, retry_after: int | None, latency: float
+    ) -> None: ...
+
+
+#: Threads for the store's calls of :class:`HopPace` (quick, none waits): the event
+#: loop's default ones are shared with the network guard's lookups.
+_PACING_THREADS = 8
+_pacing: concurrent.futures.ThreadPoolExecutor | None = None
+_pacing_lock = threading.Lock()
+
+
+def _pacing_pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pacing
+    with _pacing_lock:
+        if _pacing is None:
+            _pacing = concurrent.futures.ThreadPoolExecutor(
+                _PACING_THREADS, thread_name_prefix="render-pace"
+            )
+        return _pacing
+
+
 @dataclass(frozen=True)
 class RenderJob:
     """A fetched page to render, and the crawl's rules for what the browser does.
@@ -136,10 +167,8 @@ class RenderJob:
       media(bool): Load images, fonts and media.
       max_chars(int): The longest DOM read back, in characters.
       max_links(int): Links read back at most.
-      pace(Callable): Waits for the host's turn of a request the browser makes (its URL,
-        the deadline), as the crawl's own requests wait, and returns what to call with
-        its answer (status, ``Retry-After`` ms, latency); TransientError when none
-        comes in time.  None: no pace.
+      pace(HopPace): The host's turns and places for the requests the browser makes,
+        as the crawl's own requests take theirs (None: none).
     """
 
     url: str
@@ -158,7 +187,7 @@ class RenderJob:
     media: bool = False
     max_chars: int = 10 * 1024 * 1024
     max_links: int = 1000
-    pace: Callable[[str, float], Callable[..., None]] | None = None
+    pace: HopPace | None = None
 
 
 @dataclass(frozen=True)
@@ -727,10 +756,10 @@ class _Rules:
         route aborted)."""
         from playwright.async_api import Error
 
-        answered = await self._paced(url)
+        place = await self._paced(url)
         left = _due(self.job) - time.monotonic()
-        if answered is None or left <= 0:
-            await self._told(answered, None, None, 0.0)
+        if place is None or left <= 0:
+            await self._told(place, None, None, -1.0)  # never sent: its place given back
             await route.abort("timedout")
             return None
         self.requests += 1
@@ -742,36 +771,49 @@ class _Rules:
             )  # fmt: skip
         except Error as e:
             logger.debug("--render: %s failed: %s", shown(url), _first_line(e))
-            await self._told(answered, None, None, time.monotonic() - started)
+            await self._told(place, None, None, time.monotonic() - started)
             await route.abort("failed")
             return None
         wait = response.headers.get("retry-after", "").strip()
         retry_after = int(wait) * 1000 if wait.isdigit() else None
-        await self._told(answered, response.status, retry_after, time.monotonic() - started)
+        await self._told(place, response.status, retry_after, time.monotonic() - started)
         return response
 
-    async def _paced(self, url: str) -> Callable[..., None] | None:
-        """Wait for the host's turn of a hop to ``url`` (:attr:`RenderJob.pace`): what
-        to tell its answer to; None when no turn came before the render's deadline."""
-        if self.job.pace is None:
-            return _unpaced
+    async def _paced(self, url: str) -> Any:
+        """The host's turn and place for a hop to ``url`` (:attr:`RenderJob.pace`),
+        awaited here, not in a thread: the place, to tell the answer to; None when none
+        came before the render's deadline, or the store failed."""
+        pace = self.job.pace
+        if pace is None:
+            return _UNPACED
+        loop, pool = asyncio.get_running_loop(), _pacing_pool()
+        try:
+            left = _due(self.job) - time.monotonic()
+            due = await loop.run_in_executor(pool, pace.turn, url, left)
+            await asyncio.sleep(max(0.0, due - time.time()))
+            while time.monotonic() < _due(self.job):
+                place = await loop.run_in_executor(pool, pace.place, url)
+                if place is not None:
+                    return place
+                await asyncio.sleep(random.uniform(*PLACE_POLL))
+        except Exception as e:  # TransientError, or the store's: the hop is not made
+            logger.debug("--render: %s not paced in time: %s", shown(url), _first_line(e))
+        return None
+
+    async def _told(
+        self, place: Any, status: int | None, retry_after: int | None, latency: float
+    ) -> None:
+        """Tell ``place``'s host the hop's answer (:meth:`HopPace.answered`)."""
+        pace = self.job.pace
+        if pace is None or place is None or place is _UNPACED:
+            return
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(None, self.job.pace, url, _due(self.job))
-        except TransientError as e:
-            logger.debug("--render: %s not paced in time: %s", shown(url), e)
-            return None
-
-    @staticmethod
-    async def _told(
-        answered: Callable[..., None] | None,
-        status: int | None,
-        retry_after: int | None,
-        latency: float,
-    ) -> None:
-        if answered is not None and answered is not _unpaced:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, answered, status, retry_after, latency)
+            await loop.run_in_executor(
+                _pacing_pool(), pace.answered, place, status, retry_after, latency
+            )
+        except Exception as e:  # the store's: its place frees itself in time
+            logger.debug("--render: %s: its answer not told: %s", shown(self.job.url), e)
 
     async def _reachable(self, host: str) -> bool:
         """Whether the page may reach ``host``: any host, from a page that was not on a
@@ -786,8 +828,10 @@ class _Rules:
         await route.abort("blockedbyclient")
 
 
-def _unpaced(status: int | None, retry_after: int | None, latency: float) -> None:
-    """A hop's answer, told to no host's pace (a render without one)."""
+#: The place of a hop of a render without a pace.
+_UNPACED = object()
+#: Seconds between two tries at a place of a host (``--max-per-host``) for a hop.
+PLACE_POLL = (0.02, 0.08)
 
 
 def _origin(url: str) -> str:
