@@ -204,12 +204,13 @@ class BrowserPace:
         """The epoch time of the host's turn for ``url``, taken; a
         :class:`TransientError`, none taken, when it would come after ``seconds_left``."""
         options, paced_as = self.options, pace_of(url, self.options)
+        pause = pace_key(options.crawl_id, paced_as)
         paced_by = [delay_key(options.crawl_id, paced_as)] if options.auto_throttle else []
         with self.pool.reserve() as client:
-            stored = client.get_multi([pace_key(options.crawl_id, paced_as), *paced_by])
+            stored = client.get_multi([pause, *paced_by])
             adaptive = Pace.read(stored.get(paced_by[0])).delay if paced_by else None
             now = time.time()
-            due = now + _left(stored.get(pace_key(options.crawl_id, paced_as))) / 1000
+            due = now + _left(stored.get(pause)) / 1000
             interval = turn_interval(options, None, adaptive)
             if interval is not None and due - now <= seconds_left:
                 key = turn_key(options.crawl_id, paced_as)

@@ -23,10 +23,9 @@ class RenderStage(Stage):
     """Render an HTML page once its body is read (its host's rules hold for the browser
     too: each request the browser makes waits for its host's turn, its rate, its
     ``--auto-throttle`` delay and a ``--max-per-host`` place, as the crawl's own do:
-    :func:`~crawler.frontier.politeness.browser_turn`), in time for its handler within
-    the actor's time limit: ``visit.rendered``,
-    whose DOM the handler is given and whose links are followed.  With ``--warc`` its DOM
-    is kept as a ``conversion`` record.
+    :class:`~crawler.frontier.politeness.BrowserPace`), in time for its handler within
+    the actor's time limit: ``visit.rendered``, whose DOM the handler is given and whose
+    links are followed.  With ``--warc`` its DOM is kept as a ``conversion`` record.
 
     With ``--render auto``, before the request: what the crawl knows of the page's kind
     (:func:`~crawler.rendering.adaptive.page_kind`) says whether it is rendered; a page
@@ -106,7 +105,7 @@ class RenderStage(Stage):
             content_type = response.headers.get("Content-Type")
             static = html_links(visit.body, response.url, content_type)
             rendered = [clean_href(link) for link in visit.rendered.links]
-            visit.render_new_links = len(adaptive.agrees(static, rendered))
+            visit.render_new_links = len(adaptive.new_links(static, rendered))
 
     def _learn(self, visit: PageVisit, kind: str) -> None:
         """A sample's or check's kind learns what rendering it brought: links the static

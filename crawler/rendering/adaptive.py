@@ -10,7 +10,7 @@ from the static page itself:
   thread reads and adds to it (:func:`verdict_of`, :func:`learn`): a kind not yet known
   renders samples, at most :data:`SAMPLES` at once (its other pages wait in the broker
   meanwhile: :func:`take_sample`); each sample's rendered links are compared with the
-  static page's (:func:`agrees`): one the browser finds more links in makes the kind
+  static page's (:func:`new_links`): one the browser finds more links in makes the kind
   ``needs`` (every page of it rendered from then on), :data:`SAMPLES` that agree make
   it ``static`` (fetched only, one page in :data:`RECHECK` rendered again and compared,
   which may still make it ``needs``);
@@ -98,7 +98,7 @@ def page_signal(body: bytes) -> str | None:
     return None
 
 
-def agrees(static_links: list[str], rendered_links: list[str]) -> list[str]:
+def new_links(static_links: list[str], rendered_links: list[str]) -> list[str]:
     """The http(s) links the browser found that the static page lacks (none: the two
     agree)."""
     found = set(static_links)
@@ -132,20 +132,17 @@ def give_back(client: StoreClient, key: str) -> None:
 
 def checked_now(client: StoreClient, crawl_id: str, kind: str, lifetime: int) -> bool:
     """Whether this page of a static kind is the one in :data:`RECHECK` rendered again."""
-    key = _key(crawl_id, kind, "seen")
-    seen = 1 if client.add(key, 1, time=lifetime) else int(client.incr(key, 1) or 0)
-    return seen % RECHECK == 0
+    return counters.add_to(client, _key(crawl_id, kind, "seen"), 1, lifetime) % RECHECK == 0
 
 
-def learn(client: StoreClient, crawl_id: str, kind: str, new_links: int, lifetime: int) -> None:
-    """A sample or check of ``kind`` rendered: the browser found ``new_links`` links the
-    static page lacks.  Any makes the kind :data:`NEEDS` for good; :data:`SAMPLES`
-    samples that found none make it :data:`STATIC`, unless it needs a browser already."""
+def learn(client: StoreClient, crawl_id: str, kind: str, more: int, lifetime: int) -> None:
+    """A sample or check of ``kind`` rendered: the browser found ``more`` links (or its
+    handler items) the static page lacks.  Any makes the kind :data:`NEEDS` for good;
+    :data:`SAMPLES` samples that found none make it :data:`STATIC`, unless it needs a
+    browser already."""
     verdict = _key(crawl_id, kind, "verdict")
-    if new_links:
+    if more:
         client.set(verdict, NEEDS.encode(), time=lifetime)
         return
-    agreed = _key(crawl_id, kind, "agreed")
-    count = 1 if client.add(agreed, 1, time=lifetime) else int(client.incr(agreed, 1) or 0)
-    if count >= SAMPLES:
+    if counters.add_to(client, _key(crawl_id, kind, "agreed"), 1, lifetime) >= SAMPLES:
         client.add(verdict, STATIC.encode(), time=lifetime)
