@@ -118,10 +118,10 @@ def test_a_message_handed_back_after_its_claims_expired_resends_the_links_it_cla
     )  # fmt: skip
 
     def take() -> bool:
-        skipped, first = claims.take(
+        skipped, first, unsent = claims.take(
             store, message, "http://127.0.0.1:1/", 0, options, Limits(), lifetimes
         )
-        assert skipped is None
+        assert skipped is None and unsent == first
         return first
 
     assert take() is True
@@ -148,6 +148,41 @@ def test_a_message_handed_back_after_its_claims_expired_resends_the_links_it_cla
     assert [m.message_id for m in delayed] == sent_before
     soonest = time.time() * 1000 + lifetimes.resend * 1000 - 2000
     assert all(m.options["eta"] >= soonest for m in delayed)
+
+
+def test_a_message_deferred_before_any_delivery_could_send_its_links_sends_them_plainly(
+    store: Any, stub_broker: StubBroker
+) -> None:
+    # A page deferred for its host's turn sent no link: its next delivery need not look
+    # for links sent before (10 message ids and the journal a page), but counts no
+    # budget again; one deferred after a redelivery (a worker died on it, maybe after
+    # claiming its links) still looks.
+    options = CrawlOptions(crawl_id="crawl-1")
+    url = "http://127.0.0.1:1/"
+    message: dramatiq.Message[Any] = dramatiq.Message(
+        queue_name=example.crawl.queue_name, actor_name="crawl", args=(url,), kwargs={},
+        options={}, message_id="parent-1",
+    )  # fmt: skip
+
+    def take(message: dramatiq.Message[Any]) -> tuple[bool, bool]:
+        skipped, first, unsent = claims.take(store, message, url, 0, options, Limits(), LIFETIMES)
+        assert skipped is None
+        return first, unsent
+
+    def deferred(unsent: bool) -> dramatiq.Message[Any]:
+        claims.defer(stub_broker, message, 0, unsent=unsent)
+        delays = stub_broker.queues[dq_name(example.crawl.queue_name)]
+        return dramatiq.Message.decode(delays.get_nowait())
+
+    assert take(message) == (True, True)
+    clean = deferred(unsent=True)
+    assert take(clean) == (False, True)
+    assert take(clean) == (False, False)  # a redelivery of that attempt
+    assert take(message) == (False, False)  # the first attempt, redelivered
+    assert take(deferred(unsent=False)) == (False, False)
+    # Deferred again from a clean delivery, its next one is clean too.
+    twice = clean.copy(options={"deferrals": 2})
+    assert take(twice) == (False, True)
 
 
 def test_when_claims_are_gone_the_journal_says_who_owns_each_url(

@@ -14,6 +14,7 @@ from dramatiq.common import current_millis, dq_name
 from dramatiq.errors import QueueNotFound
 from dramatiq.middleware import CurrentMessage
 
+from crawler.brokers.hooks import QuickHooks
 from crawler.middleware import CurrentBroker, install
 from crawler.stores.saved import SavedState
 
@@ -21,7 +22,7 @@ from crawler.stores.saved import SavedState
 SAVED_ROW = "saved_row"
 
 
-class PriorityStubBroker(StubBroker):
+class PriorityStubBroker(QuickHooks, StubBroker):
     """Dramatiq's ``StubBroker``, its queues handing out the message of highest
     ``broker_priority`` first (``--breadth-first``), as RabbitMQ's do; then in order.
 

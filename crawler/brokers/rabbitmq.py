@@ -15,6 +15,7 @@ from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.common import dq_name
 from dramatiq.errors import ConnectionClosed
 
+from crawler.brokers.hooks import QuickHooks
 from crawler.brokers.record_transport import BATCH, READER_GONE_MS, gather, name, records_of
 from crawler.brokers.returning import PUBLISH_ATTEMPTS, ReturningConsumer, middleware
 from crawler.middleware import SendBack
@@ -32,7 +33,7 @@ MAX_PRIORITY = 10
 PRECONDITION_FAILED = 406
 
 
-class ReturningRabbitmqBroker(RabbitmqBroker):
+class ReturningRabbitmqBroker(QuickHooks, RabbitmqBroker):
     """Dramatiq's ``RabbitmqBroker``, its consumers handing back the messages
     ``send_back`` marks, its queues declared with ``MAX_PRIORITY``.
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
+from crawler.brokers.hooks import QuickHooks
 from crawler.brokers.record_transport import BATCH, READER_GONE_MS, gather, name, records_of
 from crawler.brokers.returning import ReturningConsumer, middleware
 from crawler.middleware import SendBack
@@ -48,7 +49,7 @@ def taken_key(crawl_id: str) -> str:
     return f"crawler.records.{crawl_id}.taken"
 
 
-class PromptRedisBroker(RedisBroker):
+class PromptRedisBroker(QuickHooks, RedisBroker):
     """Dramatiq's ``RedisBroker``, with idle polls capped at ``poll_ms``, its
     consumers handing back the messages ``send_back`` marks.
 

@@ -259,6 +259,12 @@ def ending_of_duplicate(
     return REPEAT if finished_by_it else UNKNOWN
 
 
+#: A deferred message's option: True when the attempt that deferred it had sent no
+#: link and no earlier one could have (:func:`defer`), so that its next delivery sends
+#: its links as a first delivery does, without looking for those sent before.
+UNSENT = "unsent"
+
+
 def bound_deliveries(
     client: StoreClient,
     message: dramatiq.Message[Any],
@@ -267,7 +273,37 @@ def bound_deliveries(
     crawl_id: str | None = None,
 ) -> bool:
     """Give up on an attempt that keeps coming back unfinished (a worker died on it each time);
-    True on the very first delivery of the message.
+    True on the very first delivery of the message (:func:`first_of_attempt`, of its
+    first attempt)."""
+    once = first_of_attempt(client, message, max_deliveries, lifetimes, crawl_id)
+    return once and not any(_attempts(message))
+
+
+def _attempts(message: dramatiq.Message[Any]) -> tuple[int, int, int]:
+    """The attempts before this one: retries, deferrals and replays."""
+    options = message.options
+    return options.get("retries", 0), options.get("deferrals", 0), options.get("replays", 0)
+
+
+def links_unsent(message: dramatiq.Message[Any], first_of_its_attempt: bool) -> bool:
+    """Whether no delivery before this one can have sent ``message``'s links: the first
+    delivery of its first attempt, or of an attempt deferred by one that had sent none
+    (:data:`UNSENT`); a retry, a replay or a redelivery may have."""
+    retries, deferrals, replays = _attempts(message)
+    if not first_of_its_attempt or retries or replays:
+        return False
+    return not deferrals or message.options.get(UNSENT) is True
+
+
+def first_of_attempt(
+    client: StoreClient,
+    message: dramatiq.Message[Any],
+    max_deliveries: int,
+    lifetimes: Lifetimes,
+    crawl_id: str | None = None,
+) -> bool:
+    """Give up on an attempt that keeps coming back unfinished (a worker died on it each time);
+    True on the first delivery of this attempt.
 
     Retries are counted by Dramatiq and deferrals (rate limits) by :func:`defer`; this
     counts the deliveries of one attempt.  The count lives as long as the crawl (the
@@ -275,8 +311,6 @@ def bound_deliveries(
     late, is known as a redelivery, and resends the links its earlier try may have
     claimed (:func:`send_claimed`).  It is dropped when the attempt ends.
     """
-    retries, deferrals = message.options.get("retries", 0), message.options.get("deferrals", 0)
-    replays = message.options.get("replays", 0)  # --replay: a dead letter's second chance
     # RabbitMQ says whether a message was delivered before: then the first delivery
     # needs no round trip, and the count starts at the second.  Redis does not say.
     redelivered = getattr(message, "redelivered", None)
@@ -291,7 +325,7 @@ def bound_deliveries(
         raise PermanentError(
             f"delivered {deliveries} times without finishing; a worker may be dying on it"
         )
-    return deliveries == 1 and retries == 0 and deferrals == 0 and replays == 0
+    return deliveries == 1
 
 
 def may_have_unsent_links(
@@ -354,17 +388,21 @@ def defer(
     message: dramatiq.Message[Any],
     delay: int,
     turn: float | None = None,
+    *,
+    unsent: bool = False,
     **counts: int,
 ) -> None:
     """Send the message again, same id (so it keeps its claim), ``delay`` ms from now,
     with ``counts`` (``paced=N``) among its options, and the host's ``turn`` it took
     (:func:`crawler.frontier.politeness.next_turn`), if deferred to it: a turn is
-    used once, so a message deferred for another reason takes a new one.
+    used once, so a message deferred for another reason takes a new one.  ``unsent``:
+    no delivery of the message can have sent its links yet (:attr:`Links.unsent`), nor
+    will this one, deferred before it sends any (:data:`UNSENT`).
 
     Unlike a retry this is no failure: rate-limited messages wait, however often.
     """
     deferrals = message.options.get("deferrals", 0) + 1
-    options = {"deferrals": deferrals, "turn": turn, **counts}
+    options = {"deferrals": deferrals, "turn": turn, UNSENT: unsent, **counts}
     broker.enqueue(message.copy(options=options), delay=delay)
 
 
@@ -387,21 +425,23 @@ def turn_or_defer(
     limits: Limits,
     *,
     via_public: bool,
+    unsent: bool = False,
 ) -> tuple[AbstractContextManager[Any] | None, str | None]:
     """The host's turn for ``message`` (:func:`crawler.frontier.politeness.take_turn`): the
     :class:`Turn` to hold while ``url`` is fetched, or None and why not.  A message
     deferred (its server asked the crawl to wait, over ``--max-rate``, or the host's places
-    all taken) is sent again a while later, its claim kept (:func:`defer`)."""
+    all taken) is sent again a while later, its claim kept (:func:`defer`; ``unsent``:
+    no delivery of it can have sent its links, :attr:`Links.unsent`)."""
     reserved = message.options.get("turn")
     answer = politeness.take_turn(
         stores, session, url, options, limits=limits, via_public=via_public,
         reserved=reserved if isinstance(reserved, (int, float)) else None,
     )  # fmt: skip
     if answer.skipped == outcomes.DEFERRED:
-        defer(broker, message, answer.delay, answer.reserved)
+        defer(broker, message, answer.delay, answer.reserved, unsent=unsent)
     if answer.turn is None:
         return None, answer.skipped
-    return Turn(answer.turn, broker, message, limits.max_paced), None
+    return Turn(answer.turn, broker, message, limits.max_paced, unsent=unsent), None
 
 
 class Turn(AbstractContextManager["Turn"]):
@@ -417,6 +457,8 @@ class Turn(AbstractContextManager["Turn"]):
       broker(Broker): The broker the message came from.
       message(Message): The message.
       max_paced(int): How often a message waits for its server without spending a retry.
+      unsent(bool): No delivery of the message can have sent its links
+        (:attr:`Links.unsent`): nor has this one, its fetch not done.
     """
 
     def __init__(
@@ -425,8 +467,11 @@ class Turn(AbstractContextManager["Turn"]):
         broker: dramatiq.Broker,
         message: dramatiq.Message[Any],
         max_paced: int,
+        *,
+        unsent: bool = False,
     ) -> None:
         self.host, self.broker, self.message, self.max_paced = host, broker, message, max_paced
+        self.unsent = unsent
 
     def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
         self.host.__exit__(exc_type, exc, traceback)
@@ -434,7 +479,7 @@ class Turn(AbstractContextManager["Turn"]):
         if not isinstance(exc, ServerBusy) or paced >= self.max_paced:
             return
         delay = exc.delay + politeness.defer_delay()
-        defer(self.broker, self.message, delay, paced=paced + 1)
+        defer(self.broker, self.message, delay, unsent=self.unsent, paced=paced + 1)
         raise Deferred(f"{exc}: its host waits, and the page comes back in {delay / 1000:.1f}s")
 
 
@@ -446,11 +491,12 @@ def take(
     options: CrawlOptions,
     limits: Limits,
     lifetimes: Lifetimes,
-) -> tuple[str | None, bool]:
+) -> tuple[str | None, bool, bool]:
     """Claim ``url`` for ``message`` (a sitemap's as one): what became of it if it is not
-    this message's to crawl (``cancelled``, ``paused``, ``duplicate``), and whether this
+    this message's to crawl (``cancelled``, ``paused``, ``duplicate``); whether this
     is the message's first delivery (a page's budgets are counted on it alone, by the
-    page pipeline's :class:`~crawler.pipeline.budget.BudgetStage`).
+    page pipeline's :class:`~crawler.pipeline.budget.BudgetStage`); and whether no
+    delivery before it can have sent its links (:func:`links_unsent`).
 
     A store that failed lately must answer on every node first (``client.ready()``),
     so that no page is fetched whose links and ending could not be recorded."""
@@ -458,15 +504,13 @@ def take(
     added = claim_message(client, message, claim_name(url, sitemap), options.crawl_id, lifetimes)
     if added == CANCELLED:
         logger.warning("Skipping URL %r since its crawl was cancelled.", url)
-        return outcomes.CANCELLED, False
+        return outcomes.CANCELLED, False, False
     if added == PAUSED:
-        return outcomes.PAUSED, False
+        return outcomes.PAUSED, False, False
     if added == TAKEN:
-        return outcomes.DUPLICATE, False
-    first_delivery = bound_deliveries(
-        client, message, limits.max_deliveries, lifetimes, options.crawl_id
-    )
-    return None, first_delivery
+        return outcomes.DUPLICATE, False, False
+    once = first_of_attempt(client, message, limits.max_deliveries, lifetimes, options.crawl_id)
+    return None, once and not any(_attempts(message)), links_unsent(message, once)
 
 
 def take_url(
@@ -485,24 +529,27 @@ def take_url(
     became of it if it is not the message's to crawl (a paused crawl's message is put back
     a while, :func:`put_back_paused`), and what sends its links."""
     with pool.reserve() as client:
-        skipped, first_delivery = take(client, message, url, sitemap, options, limits, lifetimes)
+        skipped, first, unsent = take(client, message, url, sitemap, options, limits, lifetimes)
     if skipped == outcomes.PAUSED:  # `crawler pause`: back to the broker a while, retries untouched
         put_back_paused(actor.broker, message, limits.pause_max_delay)
-    links = Links(actor, message.message_id, options.crawl_id, lifetimes, first_delivery)
+    links = Links(actor, message.message_id, options.crawl_id, lifetimes, first, unsent)
     return skipped, links
 
 
 @dataclass(frozen=True)
 class Links:
     """What sends one message's links (:func:`send_claimed`): the actor, the message
-    they come from, its crawl and whether this is the message's first delivery.
+    they come from, its crawl, whether this is the message's first delivery and whether
+    a delivery before it may have sent them.
 
     Parameters:
       actor(dramatiq.Actor): The ``crawl`` actor, whose broker takes the messages.
       parent_id(str): The id of the message the links come from.
       crawl_id(str|None): The crawl's id (None: a bare ``crawl(url)``).
       lifetimes(Lifetimes): How long claims and the crawl's entries live.
-      first_delivery(bool): False for a retried or redelivered message.
+      first_delivery(bool): False for a retried, deferred or redelivered message.
+      unsent(bool): True when no delivery before this one can have sent the links (the
+        first delivery, or one deferred before any was sent: :func:`links_unsent`).
     """
 
     actor: dramatiq.Actor[Any, Any]
@@ -510,6 +557,7 @@ class Links:
     crawl_id: str | None
     lifetimes: Lifetimes
     first_delivery: bool
+    unsent: bool
 
     def send(
         self,
@@ -531,7 +579,7 @@ class Links:
             kwargs,
             self.crawl_id,
             self.lifetimes,
-            first_delivery=self.first_delivery,
+            first_delivery=self.unsent,
             priority=priority,
             sitemaps=sitemaps,
             own=own,

@@ -706,7 +706,7 @@ def robots_for(
             f"{robots_url(url)} could not be reached ({reason}): the host's pages wait"
             " until it answers"
         )
-    return robots_rules.parse(body, user_agent)  # RFC 9309's groups, for protego
+    return robots_rules.parsed(body, user_agent)  # RFC 9309's groups, for protego
 
 
 def robots_allow(robots: Protego, url: str, options: CrawlOptions) -> bool:

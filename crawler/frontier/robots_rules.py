@@ -22,6 +22,7 @@ lines: :func:`parse` gives it the chosen group's lines under ``User-agent: *``.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -91,6 +92,25 @@ def parse(body: bytes, user_agent: str) -> Protego:
         lines.append(f"{key}: {_one_line(value)}")
     lines += [f"Sitemap: {_one_line(url)}" for url in sitemaps]
     return Protego.parse("\n".join(lines))
+
+
+#: The longest robots.txt whose rules :func:`parsed` keeps (most are a few hundred bytes).
+KEPT_BODY = 64 * 1024
+
+
+def parsed(body: bytes, user_agent: str) -> Protego:
+    """:func:`parse`, its rules kept for the next pages of the host (or of another host
+    with the same robots.txt), which ask for them again on each page: a
+    :class:`Protego` is only read once made.  A body over :data:`KEPT_BODY` is parsed
+    each time, never kept."""
+    if len(body) > KEPT_BODY:
+        return parse(body, user_agent)
+    return _kept(body, user_agent)
+
+
+@functools.lru_cache(maxsize=256)
+def _kept(body: bytes, user_agent: str) -> Protego:
+    return parse(body, user_agent)
 
 
 def skip_bom(body: bytes) -> bytes:

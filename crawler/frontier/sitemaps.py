@@ -86,8 +86,9 @@ def crawl_sitemap(
         return send_part(stores, links, url, level, listed, options, via_public)
     session = session_of(crawl_options)
     slot, skipped = claims.turn_or_defer(
-        stores, crawl.broker, message, session, url, crawl_options, limits, via_public=via_public
-    )
+        stores, crawl.broker, message, session, url, crawl_options, limits,
+        via_public=via_public, unsent=links.unsent,
+    )  # fmt: skip
     if slot is None:  # disallowed, or deferred (sent again a while later)
         return records.skipped_record(url, str(skipped))
     return read_sitemap(

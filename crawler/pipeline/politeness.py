@@ -29,6 +29,7 @@ class PolitenessStage(Stage):
         visit.turn, skipped = claims.turn_or_defer(
             self.stores, visit.actor.broker, visit.message, visit.session, visit.url,
             visit.crawl_options, self.limits, via_public=visit.via_public,
+            unsent=visit.links is not None and visit.links.unsent,
         )  # fmt: skip
         if visit.turn is None:  # disallowed, or deferred
             visit.skipped = str(skipped)

@@ -70,7 +70,8 @@ class RenderStage(Stage):
                 if visit.render_sample is None:  # its kind's samples are being rendered
                     wait = random.randint(*adaptive.SAMPLE_WAIT_MS)
                     turn = visit.message.options.get("turn")  # a host's turn it took: kept
-                    claims.defer(visit.actor.broker, visit.message, wait, turn)
+                    unsent = visit.links is not None and visit.links.unsent
+                    claims.defer(visit.actor.broker, visit.message, wait, turn, unsent=unsent)
                     visit.skipped = outcomes.DEFERRED
                     return
                 visit.render_choice = adaptive.Choice(True, adaptive.SAMPLE, compare=True)
