@@ -169,6 +169,31 @@ def test_a_turn_awaited_while_its_server_asked_the_crawl_to_wait_is_not_taken() 
     assert verdict == politeness.ALLOWED
 
 
+def test_a_turn_come_back_later_than_the_interval_is_not_taken_but_asked_for_anew() -> None:
+    """A message deferred to its turn that comes back (a busy worker) more than the
+    host's interval after it does not take it: it would go out with the turns after
+    it, over the host's rate in that second; it takes the schedule's next turn."""
+    import requests
+
+    from crawler.environment import Limits
+
+    client, options = MemoryClient(), CrawlOptions(crawl_id="c", max_rate=10, obey_robots=False)
+    url, key = "http://h.test/", politeness.turn_key("c", "h.test")
+
+    def check(reserved: float) -> tuple[str, float | None]:
+        return politeness.check(
+            client, requests.Session(), url, options, limits=Limits(), via_public=True,
+            paced_as="h.test", reserved=reserved,
+        )  # fmt: skip
+
+    # Others took the next 5 s of turns.
+    client.set(key, f"{time.time() + 5:.4f}".encode())
+    assert check(time.time() - 0.05) == (politeness.ALLOWED, None)  # late within 0.1 s
+    verdict, due = check(time.time() - 0.3)
+    assert verdict == politeness.RATE_LIMITED
+    assert due is not None and due >= time.time() + 4.5
+
+
 def test_a_worker_s_consumers_look_for_due_turns_every_tenth_of_a_second() -> None:
     """Dramatiq's worker puts delayed messages back when its consumer wakes (a second
     by default): with PromptDelays its consumers wake every 0.1 s, its threads as before."""
