@@ -64,7 +64,7 @@ TURN_WAIT = 0.25
 #: turn rather than with those of the turns around it.
 TURN_EARLY = 0.15
 #: How late, in seconds, a message deferred to its turn may come back and still take
-#: it, at most (and never later than the host's interval between two turns, or a turn
+#: it, at most (and never later than half the interval between two turns, or a turn
 #: served late would go out with the next ones, over the host's rate in that second):
 #: later (a worker that was busy, or stopped), it asks for a turn anew.
 TURN_LATE = 2.0
@@ -337,7 +337,7 @@ def check(
     if interval is None:
         return ALLOWED, None
     now = time.time()
-    late = min(TURN_LATE, interval)
+    late = min(TURN_LATE, interval / 2)
     if reserved is None or not now - late <= reserved <= now + TURN_AHEAD:
         reserved = next_turn(client, turn_key(options.crawl_id, paced_as), interval, now)
         if reserved is None:  # none free within TURN_AHEAD
