@@ -236,6 +236,16 @@ def test_a_browser_request_takes_no_turn_past_the_render_and_its_answer_paces_th
     assert client.get(key) == booked  # and was not taken
     assert pace.turn(url, 10.0) == pytest.approx(first + 1.0)
 
+    # The host's robots.txt, read by the crawl's pages, paces its browser requests too.
+    robots = CrawlOptions(crawl_id="r", obey_robots=True)
+    owner = politeness.robots_owner(robots)
+    client.set(politeness.robots_key(url, owner), b"User-agent: *\nCrawl-delay: 3\n")
+    pace = politeness.BrowserPace(pool, robots, max_backoff=5000)
+    first = pace.turn(url, 10.0)
+    assert pace.turn(url, 10.0) == pytest.approx(first + 3.0)
+    other = "http://elsewhere.test/s.js"  # a host none of the crawl's pages is on
+    assert pace.turn(other, 10.0) == pytest.approx(pace.turn(other, 10.0), abs=0.5)
+
     auto = CrawlOptions(crawl_id="c", auto_throttle=True, max_per_host=1)
     pace = politeness.BrowserPace(pool, auto, max_backoff=5000)
     delay = politeness.delay_key("c", "h.test")

@@ -14,7 +14,8 @@ crawl's store (:mod:`crawler.pipeline.near_duplicates`).
 
 The votes are counted a bit at a time over all features at once: their hashes, one
 per occurrence, side by side in one ``bytes``; for each bit, ``bytes.translate`` maps
-each byte to that bit and ``count`` counts the ones, both in C.
+each byte to that bit and ``count`` counts the ones, both in C.  A word's hash is kept
+once made (:data:`KEPT_WORDS` of them): the pages of a site share most of their words.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ THRESHOLD = 4
 #: Bits of a fingerprint.
 BITS = 64
 _WORDS = re.compile(r"\w+")
+#: Words whose hashes a process keeps (about 15 MB at most), then makes each time.
+KEPT_WORDS = 100_000
+_HASHES: dict[str, bytes] = {}
 #: For each bit of a byte, the table that maps a byte to that bit (0 or 1).
 _BIT = [bytes((value >> bit) & 1 for value in range(256)) for bit in range(8)]
 
@@ -41,11 +45,16 @@ def simhash(text: str) -> int:
     weights = Counter(_WORDS.findall(text.lower()))
     if not weights:
         return 0
-    blake2b = hashlib.blake2b
-    hashes = b"".join(
-        blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest() * count
-        for word, count in weights.items()
-    )
+    blake2b, known = hashlib.blake2b, _HASHES
+    votes = []
+    for word, count in weights.items():
+        digest = known.get(word)
+        if digest is None:
+            digest = blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+            if len(known) < KEPT_WORDS:
+                known[word] = digest
+        votes.append(digest * count if count > 1 else digest)
+    hashes = b"".join(votes)
     total = len(hashes) // 8
     fingerprint = 0
     for position in range(8):

@@ -183,9 +183,9 @@ class BrowserPace:
     browser's event loop awaits between them):
 
     * :meth:`turn`: the host's wait (:func:`pause_host`) and its next turn of
-      ``--max-rate`` and ``--auto-throttle`` from the schedule every worker takes
-      turns from (:func:`next_turn`), not taken when it would come after the render's
-      end;
+      ``--max-rate``, ``--auto-throttle`` and its robots.txt's ``Crawl-delay`` (when
+      the crawl has read it) from the schedule every worker takes turns from
+      (:func:`next_turn`), not taken when it would come after the render's end;
     * :meth:`place`: a ``--max-per-host`` place of the host (:func:`host_slot`, tried
       once; the page's own place was given back once its body was read);
     * :meth:`answered`: the place given back, and the answer told to the host's pace
@@ -208,12 +208,14 @@ class BrowserPace:
         options, paced_as = self.options, pace_of(url, self.options)
         pause = pace_key(options.crawl_id, paced_as)
         paced_by = [delay_key(options.crawl_id, paced_as)] if options.auto_throttle else []
+        robots = [robots_key(url, robots_owner(options))] if options.obey_robots else []
         with self.pool.reserve() as client:
-            stored = client.get_multi([pause, *paced_by])
+            stored = client.get_multi([pause, *paced_by, *robots])
             adaptive = Pace.read(stored.get(paced_by[0])).delay if paced_by else None
+            crawl_delay = read_crawl_delay(stored.get(robots[0]) if robots else None, options)
             now = time.time()
             due = now + _left(stored.get(pause)) / 1000
-            interval = turn_interval(options, None, adaptive)
+            interval = turn_interval(options, crawl_delay, adaptive)
             if interval is not None and due - now <= seconds_left:
                 key = turn_key(options.crawl_id, paced_as)
                 turn = next_turn(client, key, interval, due, ahead=now + seconds_left - due)
@@ -248,6 +250,16 @@ class BrowserPace:
         else:
             place.answered(latency)
         place.__exit__(None if error is None else type(error), error, None)
+
+
+def read_crawl_delay(body: bytes | None, options: CrawlOptions) -> float | None:
+    """The ``Crawl-delay`` of a host's robots.txt the crawl has read (``body``, as the
+    store keeps it), for the crawl's User-Agent; None without one, or when the crawl
+    has not read it (a browser's request to a host none of the crawl's pages is on
+    fetches no robots.txt)."""
+    if body is None or body.startswith(_UNREACHABLE):
+        return None
+    return robots_rules.parsed(body, options.user_agent).crawl_delay(options.user_agent)
 
 
 def pace_of(url: str, options: CrawlOptions) -> str:
