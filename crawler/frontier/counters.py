@@ -10,15 +10,14 @@ for every URL found and every message ended.
 from __future__ import annotations
 
 import contextlib
-import functools
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from crawler.environment import Lifetimes
 from crawler.frontier.digests import short_id
 from crawler.outcomes import DEFERRED, ENDINGS, FAILED, NOT_FINAL, PAUSED, RETRYING
-from crawler.stores.client import CountsOnce, StoreClient
+from crawler.stores.client import StoreClient
 
 OUTSTANDING, DISCOVERED = "outstanding", "discovered"
 #: 1 once ``--cancel`` asked for the crawl to end.
@@ -166,28 +165,20 @@ def ended(
         return {}
     amounts = amounts_of(crawl_id, outcome, also)
     mark_time = lifetimes.grace if outcome == FAILED else lifetimes.claim
-    if counts_once_kind(type(client)):
+    count_once = getattr(client, "count_once", None)  # CountsOnce (a protocol's
+    if count_once is not None:  # isinstance looks at each method: tens of microseconds)
         if final and first is None:
             mark = _ended_key(crawl_id, message_id)
         else:  # known otherwise: this count's own mark, kept while it may be tried again
             mark = crawl_key(crawl_id, f"c:{uuid.uuid4().hex}")
             mark_time = int(patience) + COUNT_MARK_MARGIN
-        counts_once = cast(CountsOnce, client)
-        values = step(lambda: counts_once.count_once(mark, mark_time, amounts, lifetimes.grace))
+        values = step(lambda: count_once(mark, mark_time, amounts, lifetimes.grace))
         return {} if values is None else dict(values)
     if final and first is None:
         key = _ended_key(crawl_id, message_id)
         if not step(lambda: client.add(key, 1, time=mark_time)):
             return {}
     return dict(step(lambda: add_all(client, amounts, lifetimes.grace)))
-
-
-@functools.cache
-def counts_once_kind(kind: type) -> bool:
-    """Whether clients of ``kind`` are :class:`CountsOnce`: asked once a kind, for a
-    protocol's ``isinstance`` looks at each of its methods each time (tens of
-    microseconds, on every deferral's count)."""
-    return issubclass(kind, CountsOnce)
 
 
 def amounts_of(crawl_id: str, outcome: str, also: Mapping[str, int] | None) -> dict[str, int]:

@@ -349,8 +349,7 @@ def check(
     if interval is None:
         return ALLOWED, None
     now = time.time()
-    late = min(TURN_LATE, interval / 2)
-    if reserved is None or not now - late <= reserved <= now + TURN_AHEAD:
+    if reserved is None or not now - min(TURN_LATE, interval / 2) <= reserved <= now + TURN_AHEAD:
         reserved = next_turn(client, turn_key(options.crawl_id, paced_as), interval, now)
         if reserved is None:  # none free within TURN_AHEAD
             metrics.rate_limited("deferred")
