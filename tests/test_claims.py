@@ -91,7 +91,7 @@ class Delivery:
 def test_deliveries_of_one_attempt_are_bounded(store: Any, broker: str) -> None:
     def deliver(nth: int) -> bool:
         redelivered = (nth > 1) if broker == "rabbitmq" else None
-        return claims.bound_deliveries(store, Delivery(redelivered), 3, LIFETIMES)  # type: ignore[arg-type]
+        return claims.first_of_attempt(store, Delivery(redelivered), 3, LIFETIMES)  # type: ignore[arg-type]
 
     assert deliver(1) is True
     assert deliver(2) is False
@@ -101,8 +101,10 @@ def test_deliveries_of_one_attempt_are_bounded(store: Any, broker: str) -> None:
     # An attempt that ended leaves no count behind (Redis keeps one per attempt).
     claims.attempt_ended(store, Delivery(None if broker == "redis" else True))  # type: ignore[arg-type]
     assert store.get_multi([f"d:{short_id('message-1')}:0:0:0"]) == {}
-    # A retry is a new attempt with its own count, and not a first delivery.
-    assert claims.bound_deliveries(store, Delivery(False, retries=1), 3, LIFETIMES) is False  # type: ignore[arg-type]
+    # A retry is a new attempt with its own count, whose links an earlier one may have sent.
+    retry = Delivery(False, retries=1)
+    assert claims.first_of_attempt(store, retry, 3, LIFETIMES) is True  # type: ignore[arg-type]
+    assert claims.links_unsent(retry, True) is False  # type: ignore[arg-type]
 
 
 def test_a_message_handed_back_after_its_claims_expired_resends_the_links_it_claimed(

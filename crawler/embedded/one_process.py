@@ -405,7 +405,7 @@ def _give_back(
     crashed: bool,
 ) -> int:
     """Kills are not poison: a message's deliveries are counted in the store
-    (:func:`crawler.frontier.claims.bound_deliveries`) as it is taken, and one that was
+    (:func:`crawler.frontier.claims.first_of_attempt`) as it is taken, and one that was
     in hand when the last run stopped was counted once more than it finished.  When
     that run did not crash (a kill, Ctrl-C, a power cut, the OOM killer), that delivery
     is given back: the count goes down by one, never below one (one marks a message

@@ -265,20 +265,6 @@ def ending_of_duplicate(
 UNSENT = "unsent"
 
 
-def bound_deliveries(
-    client: StoreClient,
-    message: dramatiq.Message[Any],
-    max_deliveries: int,
-    lifetimes: Lifetimes,
-    crawl_id: str | None = None,
-) -> bool:
-    """Give up on an attempt that keeps coming back unfinished (a worker died on it each time);
-    True on the very first delivery of the message (:func:`first_of_attempt`, of its
-    first attempt)."""
-    once = first_of_attempt(client, message, max_deliveries, lifetimes, crawl_id)
-    return once and not any(_attempts(message))
-
-
 def _attempts(message: dramatiq.Message[Any]) -> tuple[int, int, int]:
     """The attempts before this one: retries, deferrals and replays."""
     options = message.options
