@@ -68,6 +68,7 @@ from benchmarks.measuring import (
     write_site,
 )
 from benchmarks.measuring.accounting import CLK_TCK
+from crawler.environment import Limits
 from scripts.services import apt_install
 from tests.scripted_site import mixed_site
 from tests.site_server import Page, SiteServer
@@ -548,6 +549,12 @@ def main() -> int:
         parser.error(f"--modes: each of {', '.join(MODES)} at most once")
     if arguments.site == "mixed" and arguments.pages < 20:
         parser.error("--pages: at least 20 for the mixed site (a tenth of them scripted)")
+    linked = arguments.pages - arguments.pages // 10 + 1  # the mixed site's / links them all
+    if arguments.site == "mixed" and linked > Limits().max_links_per_page:
+        parser.error(
+            f"--pages: the mixed site's / would link {linked:,} pages, over the"
+            f" {Limits().max_links_per_page:,} a page the crawler takes links from"
+        )
     if not shutil.which("chromium"):  # Debian's, as the tests install it
         apt_install("chromium")
     if not shutil.which("chromium"):
