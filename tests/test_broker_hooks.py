@@ -11,6 +11,7 @@ import pytest
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import Middleware, SkipMessage
 
+from crawler.brokers.hooks import QuickHooks
 from crawler.brokers.local import PriorityStubBroker
 from crawler.frontier import robots_rules
 
@@ -70,6 +71,16 @@ def test_hooks_are_called_as_dramatiq_calls_them(caplog: pytest.LogCaptureFixtur
     with caplog.at_level(logging.CRITICAL):
         ours.emit_after("ack", None)
     assert "Unexpected failure in after_ack" in caplog.text
+
+
+def test_a_broker_made_without_middleware_emits_to_none() -> None:
+    class Bare(QuickHooks, StubBroker):
+        pass
+
+    bare = Bare(middleware=[])
+    bare.emit_before("enqueue", None, None)
+    bare.emit_after("enqueue", None, None)
+    assert bare.middleware == []
 
 
 def test_robots_rules_are_parsed_once_a_body() -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from crawler.environment import Limits
 from crawler.fetching import new_session
-from crawler.fetching.bounded_fetch import fetch, read_body
+from crawler.fetching.bounded_fetch import fetch, read_body, retry_after_ms
 from tests.site_server import Page, SiteServer, send
 
 
@@ -67,3 +69,13 @@ def test_a_session_fetches_from_more_hosts_than_its_pool_manager_keeps_and_back_
         for site in sites:
             site.stop()
     assert len(sites[0].fetch_counts()) == 1 and sites[0].fetch_counts()["/"] == 2
+
+
+def test_retry_after_is_read_in_seconds_or_as_an_http_date() -> None:
+    """The one reading of ``Retry-After`` (the crawl's fetches and the browser's
+    requests both): seconds, or the wait until an HTTP date; nothing else."""
+    assert retry_after_ms(" 2 ") == 2000
+    assert 8000 <= retry_after_ms(formatdate(time.time() + 10, usegmt=True)) <= 10_000  # type: ignore[operator]
+    assert retry_after_ms(formatdate(time.time() - 60, usegmt=True)) == 0
+    assert retry_after_ms("") is None
+    assert retry_after_ms("soon") is None

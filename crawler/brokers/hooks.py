@@ -20,6 +20,12 @@ class QuickHooks(dramatiq.Broker):
     Dramatiq's broker makes some three hundred calls a page that do nothing.  The hooks
     of each signal are found once, and again when a middleware is added."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        #: Each signal's hooks, found on its first emit (a broker made with no
+        #: middleware at all has them too: none).
+        self._hooks: dict[str, list[tuple[Middleware, Any]]] = {}
+        super().__init__(*args, **kwargs)
+
     def add_middleware(
         self,
         middleware: Middleware,
@@ -28,7 +34,7 @@ class QuickHooks(dramatiq.Broker):
         after: type[Middleware] | None = None,
     ) -> None:
         super().add_middleware(middleware, before=before, after=after)
-        self._hooks: dict[str, list[tuple[Middleware, Any]]] = {}
+        self._hooks = {}
 
     def emit_before(self, signal: str, *args: Any, **kwargs: Any) -> None:
         signal = "before_" + signal

@@ -712,7 +712,15 @@ def _bound_next_read(response: requests.Response, seconds: float) -> None:
 
 def retry_after(response: requests.Response, limits: Limits) -> int | None:
     """The server's ``Retry-After``, in milliseconds and at most ``max_backoff``."""
-    value = response.headers.get("retry-after", "").strip()
+    wait = retry_after_ms(response.headers.get("retry-after", ""))
+    return None if wait is None else min(wait, limits.max_backoff)
+
+
+def retry_after_ms(value: str) -> int | None:
+    """A ``Retry-After`` header's wait in milliseconds (seconds, or an HTTP date: the
+    wait until then, none when it is past); None when there is none or it is not one
+    of the two (a browser's requests for a page read theirs here too)."""
+    value = value.strip()
     if not value:
         return None
     if value.isdigit():
@@ -722,4 +730,4 @@ def retry_after(response: requests.Response, limits: Limits) -> int | None:
             seconds = parsedate_to_datetime(value).timestamp() - time.time()
         except (TypeError, ValueError):
             return None
-    return int(min(max(seconds, 0) * 1000, limits.max_backoff))
+    return int(max(seconds, 0) * 1000)

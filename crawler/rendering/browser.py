@@ -62,6 +62,7 @@ from urllib.parse import urljoin, urlsplit
 
 from crawler.errors import PermanentError, TransientError, shown
 from crawler.fetching import network_guard
+from crawler.fetching.bounded_fetch import retry_after_ms
 from crawler.rendering.chromium import CannotRender, arguments, check
 
 if TYPE_CHECKING:
@@ -774,8 +775,7 @@ class _Rules:
             await self._told(place, None, None, time.monotonic() - started)
             await route.abort("failed")
             return None
-        wait = response.headers.get("retry-after", "").strip()
-        retry_after = int(wait) * 1000 if wait.isdigit() else None
+        retry_after = retry_after_ms(response.headers.get("retry-after", ""))
         await self._told(place, response.status, retry_after, time.monotonic() - started)
         return response
 
