@@ -54,7 +54,7 @@ FILL_BATCH = 100_000
 class DroppingBroker:
     """Takes a page's messages and drops them: only the store is measured."""
 
-    def enqueue_all(self, messages: list[Any]) -> None:
+    def enqueue_all(self, messages: list[Any], delays: Any = None) -> None:
         pass
 
 

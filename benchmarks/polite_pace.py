@@ -19,7 +19,9 @@ contender after another (rounds taking turns with ``--repeat``):
 - ``local``: ``crawler crawl --local -i SEEDS --max-rate R --threads 16``;
 - ``scrapy``: Scrapy (``benchmarks/scrapy_spider.py``), ``DOWNLOAD_DELAY`` 1/R and
   ``CONCURRENT_REQUESTS_PER_DOMAIN`` 1, the delay not randomized, robots.txt obeyed;
-- ``scrapy_autothrottle``: the same with ``AUTOTHROTTLE_ENABLED`` (1/R its least delay).
+- ``scrapy_autothrottle``: the same with ``AUTOTHROTTLE_ENABLED`` (1/R its least delay);
+- ``workers_unthrottled``, ``local_unthrottled`` (only when named): the first two
+  without ``--max-rate``, and then a line with the ratio of each one's CPU a page.
 
 Scrapy is this Python's when installed (``pip install -e '.[bench]'``), else that of a
 virtualenv of the benchmarks' own, made the first time with pip
@@ -87,6 +89,10 @@ from benchmarks.measuring.generated_site import MIME_TYPES
 from scripts.services import apt_install
 
 CONTENDERS = ("workers", "local", "scrapy", "scrapy_autothrottle")
+#: The same crawls of the workers and ``--local`` without ``--max-rate`` (the crawl's
+#: other defaults kept), run only when asked for: the CPU a page the polite crawls are
+#: held to (at most 1.5x theirs, issue 54).
+UNTHROTTLED = ("workers_unthrottled", "local_unthrottled")
 #: Where a virtualenv with Scrapy is made when this Python has none (as ``run.py``'s).
 SCRAPY_VENV = Path.home() / ".cache" / "crawler-benchmarks" / "venv-scrapy"
 #: What it installs: the ``bench`` extra's Scrapy (``pyproject.toml``).
@@ -108,16 +114,17 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="requests a second per host")
     parser.add_argument(
         "--contenders", default=",".join(CONTENDERS),
-        help=f"comma-separated, of: {', '.join(CONTENDERS)}",
+        help=f"comma-separated, of: {', '.join(CONTENDERS + UNTHROTTLED)}",
     )  # fmt: skip
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds, taking turns; the median is reported"
     )
     args = parser.parse_args()
     contenders = [name.strip() for name in args.contenders.split(",") if name.strip()]
-    unknown = set(contenders) - set(CONTENDERS)
+    unknown = set(contenders) - set(CONTENDERS + UNTHROTTLED)
     if unknown or not contenders:
-        parser.error(f"--contenders: {', '.join(sorted(unknown)) or 'none'}; known: {CONTENDERS}")
+        known = CONTENDERS + UNTHROTTLED
+        parser.error(f"--contenders: {', '.join(sorted(unknown)) or 'none'}; known: {known}")
     if not 1 <= args.hosts <= 250 or args.pages < 2 or args.links < 1 or args.rate <= 0:
         parser.error("--hosts 1 to 250, --pages 2 or more, --links 1 or more, --rate over 0")
     results = measure(
@@ -168,10 +175,11 @@ def measure(
                     run_dir = tmp / f"round-{round_}-{name}"
                     run_dir.mkdir()
                     log.write_text("")  # nginx appends: this contender's requests only
-                    if name == "workers":
-                        figures = crawl_with_workers(seeds, run_dir, rate_options(rate))
-                    elif name == "local":
-                        figures = crawl_locally(seeds, rate_options(rate))
+                    paced = [] if name in UNTHROTTLED else rate_options(rate)
+                    if name.startswith("workers"):
+                        figures = crawl_with_workers(seeds, run_dir, paced)
+                    elif name.startswith("local"):
+                        figures = crawl_locally(seeds, paced)
                     else:
                         assert scrapy is not None
                         settings = polite_scrapy_settings(
@@ -489,6 +497,11 @@ def table(
             f"{figures['max_per_s']:>6} {figures['max_page_requests_per_s']:>11} "
             f"{'yes' if figures['rate_held'] else 'NO':>4}"
         )
+    for name in UNTHROTTLED:
+        polite, unthrottled = results.get(name.split("_")[0]), results.get(name)
+        if polite and unthrottled and unthrottled["cpu_ms_per_page"]:
+            ratio = polite["cpu_ms_per_page"] / unthrottled["cpu_ms_per_page"]
+            lines.append(f"{name.split('_')[0]}: CPU a page {ratio:.2f}x the unthrottled crawl's")
     return "\n".join(lines)
 
 

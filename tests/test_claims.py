@@ -128,7 +128,7 @@ def test_a_message_handed_back_after_its_claims_expired_resends_the_links_it_cla
 
     assert take() is True
     # The first try claims and journals its links, and its worker dies before they are sent.
-    monkeypatch.setattr(claims, "enqueue_all", lambda broker, messages: None)
+    monkeypatch.setattr(claims, "enqueue_all", lambda broker, messages, delays=None: None)
     sent_before = claims.send_claimed(
         store, example.crawl, "parent-1", URLS, {}, "crawl-1", lifetimes, first_delivery=True
     )

@@ -5,14 +5,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import pika
 import pika.exceptions
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
-from dramatiq.common import dq_name
+from dramatiq.common import current_millis, dq_name, q_name
 from dramatiq.errors import ConnectionClosed
 
 from crawler.brokers.hooks import QuickHooks
@@ -53,9 +53,12 @@ class ReturningRabbitmqBroker(QuickHooks, RabbitmqBroker):
         consumer = super().consume(queue_name, prefetch, timeout)
         return ReturningConsumer(consumer, self.send_back)
 
-    def enqueue_all(self, messages: list[dramatiq.Message[Any]]) -> None:
-        """Publish ``messages`` (no delay) together: return once RabbitMQ holds every
-        one of them, or raise :class:`ConnectionClosed`.
+    def enqueue_all(
+        self, messages: list[dramatiq.Message[Any]], delays: Mapping[str, int] | None = None
+    ) -> None:
+        """Publish ``messages`` together, each delayed by the milliseconds ``delays``
+        holds for its id (on the delay queue, as :meth:`enqueue` puts it): return once
+        RabbitMQ holds every one of them, or raise :class:`ConnectionClosed`.
 
         A page's links go this way before its record says they were sent.  A plain
         publish returns once the message is written to the connection, and RabbitMQ
@@ -68,16 +71,18 @@ class ReturningRabbitmqBroker(QuickHooks, RabbitmqBroker):
         """
         if not messages:
             return
+        delays = delays or {}
         if self.confirm_delivery:  # every publish waits for its confirm already
             for message in messages:
-                self.enqueue(message)
+                self.enqueue(message, delay=delays.get(message.message_id))
             return
+        messages = [_delayed(message, delays.get(message.message_id)) for message in messages]
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):
             try:
                 channel = self._transaction_channel()
                 for message in messages:
-                    self.declare_queue(message.queue_name, ensure=True)
-                    self.emit_before("enqueue", message, None)
+                    self.declare_queue(q_name(message.queue_name), ensure=True)  # and its DQ
+                    self.emit_before("enqueue", message, delays.get(message.message_id))
                     channel.basic_publish(
                         exchange="",
                         routing_key=message.queue_name,
@@ -93,7 +98,7 @@ class ReturningRabbitmqBroker(QuickHooks, RabbitmqBroker):
                 if attempt == PUBLISH_ATTEMPTS:
                     raise ConnectionClosed(e) from None
         for message in messages:
-            self.emit_after("enqueue", message, None)
+            self.emit_after("enqueue", message, delays.get(message.message_id))
 
     def _transaction_channel(self) -> Any:
         """This thread's channel in transaction mode, on its connection."""
@@ -231,3 +236,12 @@ class ConfirmedRecordSender:
         if connection is not None and connection.is_open:
             with contextlib.suppress(pika.exceptions.AMQPError):
                 connection.close()
+
+
+def _delayed(message: dramatiq.Message[Any], delay: int | None) -> dramatiq.Message[Any]:
+    """``message`` as Dramatiq's :meth:`RabbitmqBroker.enqueue` publishes it with
+    ``delay``: on its queue's delay queue, due then."""
+    if delay is None:
+        return message
+    eta = current_millis() + delay
+    return message.copy(queue_name=dq_name(message.queue_name), options={"eta": eta})

@@ -24,6 +24,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import math
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -622,7 +624,8 @@ def send_claimed(
     if not first_delivery:
         again = _claimed_before(client, links, children, crawl_id, lifetimes) - to_send
     messages = _messages(actor, names, keys, children, to_send, kwargs, priority, own or {})
-    enqueue_all(actor.broker, messages)
+    messages, delays = _delayed_to_turns(client, messages, kwargs)
+    enqueue_all(actor.broker, messages, delays)
     # The links an interrupted try claimed may have been sent then too, and be in hand
     # now: sent again after the longest a message can be in hand (the actor's time
     # limit), their copies find them done rather than fetch them beside them.
@@ -783,6 +786,34 @@ def _messages(
     ]
 
 
+def _delayed_to_turns(
+    client: StoreClient,
+    messages: list[dramatiq.Message[Any]],
+    kwargs: dict[str, Any],
+) -> tuple[list[dramatiq.Message[Any]], dict[str, int]]:
+    """The pages' messages, each with its host's turn booked
+    (:func:`crawler.frontier.politeness.book_turns`) among its options, and how long each
+    waits in the broker for it (ms, by message id): it comes once, at its turn, rather
+    than once to find its turn later and again when deferred to it."""
+    pages = {m.message_id: m.args[0] for m in messages if m.actor_name != SITEMAP_ACTOR}
+    if not pages:
+        return messages, {}
+    options = CrawlOptions.from_message(kwargs.get("options"))
+    turns = politeness.book_turns(client, pages, options)
+    if not turns:
+        return messages, {}
+    now, booked, delays = time.time(), [], {}
+    for message in messages:
+        turn = turns.get(message.message_id)
+        if turn is None:
+            booked.append(message)
+            continue
+        booked.append(message.copy(options={"turn": turn}))
+        if turn - now > politeness.TURN_WAIT:  # nearer, its delivery waits for it
+            delays[message.message_id] = math.ceil((turn - now - politeness.TURN_EARLY) * 1000)
+    return booked, delays
+
+
 def journal_and_count(
     client: StoreClient, crawl_id: str, now: journal.Layout, claimed: dict[bytes, bytes], ttl: int
 ) -> None:
@@ -793,12 +824,18 @@ def journal_and_count(
     journal.record(client, crawl_id, now, claimed, ttl, {discovered: len(claimed)})
 
 
-def enqueue_all(broker: dramatiq.Broker, messages: list[dramatiq.Message[Any]]) -> None:
-    """Put ``messages`` on the broker, returning once it holds them all: RabbitMQ's
-    broker publishes them as one transaction (``enqueue_all``), Redis's answers each."""
+def enqueue_all(
+    broker: dramatiq.Broker,
+    messages: list[dramatiq.Message[Any]],
+    delays: Mapping[str, int] | None = None,
+) -> None:
+    """Put ``messages`` on the broker, returning once it holds them all, each delayed by
+    the milliseconds ``delays`` holds for its id: RabbitMQ's broker publishes them as
+    one transaction (``enqueue_all``), Redis's answers each."""
+    delays = delays or {}
     together = getattr(broker, "enqueue_all", None)
     if together is not None:
-        together(messages)
+        together(messages, delays)
         return
     for message in messages:
-        broker.enqueue(message)
+        broker.enqueue(message, delay=delays.get(message.message_id))

@@ -14,6 +14,7 @@ import math
 import random
 import socket
 import time
+from collections import defaultdict
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
@@ -62,7 +63,7 @@ TURN_WAIT = 0.25
 #: the thread: the broker hands delayed messages back within about a tenth of a second
 #: of their time (:class:`~crawler.middleware.PromptDelays`), so the request goes at its
 #: turn rather than with those of the turns around it.
-TURN_EARLY = 0.15
+TURN_EARLY = 0.06
 #: How late, in seconds, a message deferred to its turn may come back and still take
 #: it, at most (and never later than half the interval between two turns, or a turn
 #: served late would go out with the next ones, over the host's rate in that second):
@@ -434,19 +435,89 @@ def next_turn(
     is later waits for it in the broker (deferred to it), not in a worker thread, and
     comes back once (Heritrix's and BUbiNG's per-host queues, Scrapy's download slots,
     kept in the crawl's store so that they hold across the fleet)."""
+    turns = next_turns(client, key, [("", interval)], now, ahead)
+    if turns is None:
+        raise TransientError(f"{TURN_TRIES} workers took the host's turn first: tried again later")
+    return turns.get("")
+
+
+def next_turns(
+    client: StoreClient,
+    key: str,
+    wanted: list[tuple[str, float]],
+    now: float,
+    ahead: float = TURN_AHEAD,
+) -> dict[str, float] | None:
+    """Take the host's next free turns at once (:func:`next_turn`), one for each of
+    ``wanted`` in order (a request, and the interval after its turn): each turn that
+    comes within ``ahead`` seconds, by request; None when other workers took the
+    host's turns first :data:`TURN_TRIES` times."""
     for _ in range(TURN_TRIES):
         value, token = client.gets(key)
         due = now if value is None else max(now, float(value))
-        if due - now > ahead:
-            return None
-        after = f"{due + interval:.4f}".encode()
-        lives = math.ceil(due - now + interval) + 60  # past the last turn taken
+        turns: dict[str, float] = {}
+        for name, interval in wanted:
+            if due - now > ahead:
+                break
+            turns[name] = due
+            due += interval
+        if not turns:
+            return turns
+        after = f"{due:.4f}".encode()
+        lives = math.ceil(due - now) + 60  # past the last turn taken
         if value is None:
             if client.add(key, after, time=lives):
-                return due
+                return turns
         elif client.cas(key, after, token, time=lives):
-            return due
-    raise TransientError(f"{TURN_TRIES} workers took the host's turn first: tried again later")
+            return turns
+    return None
+
+
+def book_turns(
+    client: StoreClient, pages: Mapping[str, str], options: CrawlOptions
+) -> dict[str, float]:
+    """The hosts' turns of pages about to be sent (``pages``: each message's URL, by its
+    id), taken now (:func:`next_turns`, one compare-and-set a host): epoch seconds, by
+    message id.  Each message is then delayed to its turn in the broker, and its one
+    delivery takes that turn (:func:`check`), where a message sent at once would come,
+    find its host's turn later and be deferred to it.
+
+    Only with ``--max-rate`` or ``--auto-throttle`` (a crawl paced by robots.txt's
+    ``Crawl-delay`` alone finds its turns on delivery), and only for the pages whose
+    interval is known: a host whose robots.txt the crawl has not read yet (or could
+    not), or whose server asked the crawl to wait, books none; nor does a page robots.txt
+    disallows, skipped on delivery."""
+    if not pages or not (options.max_rate or options.auto_throttle):
+        return {}
+    owner = robots_owner(options)
+    paces = {name: pace_of(url, options) for name, url in pages.items()}
+    keys = {pace: pace_key(options.crawl_id, pace) for pace in set(paces.values())}
+    delays = {pace: delay_key(options.crawl_id, pace) for pace in keys}
+    if not options.auto_throttle:
+        delays = {}
+    robots = {url: robots_key(url, owner) for url in pages.values()} if options.obey_robots else {}
+    stored = client.get_multi([*keys.values(), *delays.values(), *set(robots.values())])
+    wanted: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for name, pace in paces.items():
+        if _left(stored.get(keys[pace])):
+            continue
+        url, crawl_delay = pages[name], None
+        if options.obey_robots:
+            body = stored.get(robots[url])
+            if body is None or body.startswith(_UNREACHABLE):
+                continue
+            rules = robots_rules.parsed(body, options.user_agent)
+            if not rules.can_fetch(url, options.user_agent):
+                continue
+            crawl_delay = rules.crawl_delay(options.user_agent)
+        adaptive = Pace.read(stored.get(delays[pace])).delay if pace in delays else None
+        interval = turn_interval(options, crawl_delay, adaptive)
+        if interval is not None:
+            wanted[pace].append((name, interval))
+    now, booked = time.time(), {}
+    for pace, turns in wanted.items():
+        booked.update(next_turns(client, turn_key(options.crawl_id, pace), turns, now) or {})
+    return booked
 
 
 def defer_delay() -> int:

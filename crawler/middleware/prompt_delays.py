@@ -8,7 +8,7 @@ from dramatiq.middleware import Middleware
 #: How often, in milliseconds, a worker's consumers look for delayed messages that are
 #: due (Dramatiq's own ``worker_timeout``: a second unless ``dramatiq_worker_timeout``
 #: says otherwise).
-DELAY_POLL_MS = 100
+DELAY_POLL_MS = 50
 
 
 class PromptDelays(Middleware):
