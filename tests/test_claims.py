@@ -15,7 +15,7 @@ from dramatiq.common import dq_name
 from crawler import example
 from crawler.environment import Lifetimes, Limits
 from crawler.errors import PermanentError, TransientError
-from crawler.frontier import claims, counters, journal
+from crawler.frontier import claims, counters, journal, politeness
 from crawler.frontier.digests import owner_token, short_id, url_digest
 from crawler.options import CrawlOptions
 from crawler.stores.memcached import MemcachedClient
@@ -63,6 +63,33 @@ def test_send_claimed_sends_only_unclaimed_links_and_counts_them(
     assert counters.read(store, "crawl-1")[counters.DISCOVERED] == 3  # type: ignore[index]
     # Another page linking to the same URLs sends nothing: all are claimed now.
     assert send(store, "parent-2") == []
+
+
+def test_links_of_a_paced_crawl_are_sent_delayed_to_their_hosts_turns_booked_then(
+    memcached: MemcachedClient, stub_broker: StubBroker
+) -> None:
+    options = CrawlOptions(max_rate=2, crawl_id="crawl-1").to_message()
+    before = time.time()
+    sent = claims.send_claimed(
+        memcached, example.crawl, "parent-1", URLS, {"options": options}, "crawl-1", LIFETIMES
+    )
+
+    assert len(sent) == len(URLS)
+    # The host's first turn is now: that page goes at once; each next one is half a
+    # second on, and its message waits in the delay queue until just before it.
+    (first,) = queued(stub_broker)
+    assert first.args[0] == URLS[0] and before <= first.options["turn"] <= time.time()
+    delay_queue = stub_broker.queues[dq_name(example.crawl.queue_name)].queue
+    delayed = sorted(
+        (dramatiq.Message.decode(body) for body in delay_queue),
+        key=lambda message: message.options["turn"],
+    )
+    assert [message.args[0] for message in delayed] == URLS[1:]
+    turns = [message.options["turn"] - first.options["turn"] for message in delayed]
+    assert turns == pytest.approx([0.5, 1.0, 1.5, 2.0])
+    for message in delayed:  # the broker's eta: TURN_EARLY before the turn
+        early = message.options["turn"] - message.options["eta"] / 1000
+        assert early == pytest.approx(politeness.TURN_EARLY, abs=0.02)
 
 
 def test_a_redelivered_parent_sends_again_what_it_claimed_before(

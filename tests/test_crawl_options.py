@@ -9,12 +9,13 @@ import sys
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from crawler.options import DEFAULT_USER_AGENT
 from tests.site_server import Page, SiteServer, generate_site, page_path
-from tests.support import FAST_FAILURES
+from tests.support import FAST_FAILURES, metric, metrics_port, read_metrics
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, queued_messages, seed
 
 #: Ways of writing a link, for the parser to cope with: ``{href}`` is relative
@@ -216,16 +217,20 @@ def test_max_pages_50_fetches_at_most_50(
 
 @pytest.mark.serial  # a request's arrival time is what it checks: no other test's load
 def test_max_rate_20_keeps_every_second_under_20_and_loses_nothing(
-    site: SiteServer, rabbitmq_env: dict[str, str], dedup_env: dict[str, str]
+    site: SiteServer, rabbitmq_env: dict[str, str], dedup_env: dict[str, str], tmp_path: Path
 ) -> None:
-    env = environment(**rabbitmq_env, **dedup_env, **FAST_FAILURES)
+    env = environment(**rabbitmq_env, **dedup_env, **FAST_FAILURES, dramatiq_prom_db=str(tmp_path))
     site.pages.update(generate_site(site.base_url, pages=90, links_per_page=5))
     every_page = {page_path(i) for i in range(90)}
+    metrics: list[str] = []
 
-    workers = crawl_until(
-        env, site, site.url(page_path(0)), "--max-rate", "20",
-        done=lambda: set(fetched(site)) >= every_page,
-    )  # fmt: skip
+    def done() -> bool:
+        if set(fetched(site)) < every_page:
+            return False
+        metrics.append(read_metrics(metrics_port()))  # the workers' counts, while they run
+        return True
+
+    workers = crawl_until(env, site, site.url(page_path(0)), "--max-rate", "20", done=done)
 
     per_second = Counter(math.floor(r.wall_time) for r in site.requests)
     times = sorted(r.wall_time for r in site.requests)
@@ -239,6 +244,10 @@ def test_max_rate_20_keeps_every_second_under_20_and_loses_nothing(
     # holds at most 20 + 1 of them, and one more whose request landed a moment late.
     assert busiest_sliding_second <= 20 + 1 + 1
     assert fetched(site) == dict.fromkeys(every_page, 1)
+    # Each page's turn was booked when its link was sent, its message delayed to it:
+    # it came once, not once to find its turn later and again deferred to it.
+    deferred = metric(metrics[0], 'crawler_rate_limit_waits_total{result="deferred"}')
+    assert deferred <= 9, f"{deferred:.0f} of 90 pages deferred"
     assert workers.count("Giving up") == 0 and workers.count("Attempt ") == 0
 
 

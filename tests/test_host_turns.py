@@ -260,3 +260,53 @@ def test_a_browser_request_takes_no_turn_past_the_render_and_its_answer_paces_th
     paused = float(client.get(politeness.pace_key("c", "h.test")))
     assert 4.0 <= paused - time.time() <= 5.1  # Retry-After capped
     assert politeness.Pace.read(client.get(delay)).careful
+
+
+def test_pages_about_to_be_sent_book_their_hosts_next_turns_in_order() -> None:
+    client, options = MemoryClient(), CrawlOptions(max_rate=10, crawl_id="c")
+    pages = {"a": "http://h1/a", "b": "http://h1/b", "c": "http://h2/c", "d": "http://h1/d"}
+    before = time.time()
+    turns = politeness.book_turns(client, pages, options)
+
+    assert sorted(turns) == ["a", "b", "c", "d"]
+    assert before <= turns["a"] <= time.time()  # an idle host's first turn is now
+    assert [turns["b"] - turns["a"], turns["d"] - turns["a"]] == pytest.approx([0.1, 0.2])
+    # Each host's schedule goes on after the turns booked: a delivery asking for one
+    # anew (a message sent plainly) takes the next.
+    h1 = politeness.turn_key("c", pace_of("http://h1/a", options))
+    assert next_turn(client, h1, 0.1, before) == pytest.approx(turns["a"] + 0.3)
+    assert politeness.book_turns(client, {"e": "http://h2/e"}, options)["e"] == pytest.approx(
+        turns["c"] + 0.1
+    )
+
+
+def test_no_turn_is_booked_where_the_delivery_must_decide() -> None:
+    client = MemoryClient()
+    options = CrawlOptions(max_rate=10, crawl_id="c", obey_robots=True)
+    rules = b"User-agent: *\nCrawl-delay: 2\nDisallow: /private\n"
+    client.set(politeness.robots_key("http://read/"), rules)
+    client.set(politeness.robots_key("http://down/"), politeness._UNREACHABLE + b"timeout")
+    client.set(politeness.robots_key("http://waits/"), b"")
+    waits = politeness.pace_key("c", pace_of("http://waits/", options))
+    client.set(waits, f"{time.time() + 30:.3f}".encode())
+    pages = {
+        "open": "http://read/open", "private": "http://read/private/x", "next": "http://read/next",
+        "unread": "http://unread/a", "down": "http://down/a", "waits": "http://waits/a",
+    }  # fmt: skip
+
+    turns = politeness.book_turns(client, pages, options)
+
+    # robots.txt read: its Crawl-delay, slower than the rate, spaces the turns; a page it
+    # disallows books none.  A host whose robots.txt is unread or unreachable, or whose
+    # server asked the crawl to wait, books none: the delivery reads it, or waits.
+    assert sorted(turns) == ["next", "open"]
+    assert turns["next"] - turns["open"] == pytest.approx(2.0)
+    assert politeness.book_turns(client, pages, CrawlOptions(crawl_id="c")) == {}  # no pace
+
+
+def test_turns_further_ahead_than_turn_ahead_are_not_booked() -> None:
+    client, options = MemoryClient(), CrawlOptions(max_rate=1 / 100, crawl_id="c")
+    pages = {str(i): f"http://h/{i}" for i in range(5)}
+    turns = politeness.book_turns(client, pages, options)
+    # 100 s apart: the turns within TURN_AHEAD (300 s) only; the rest go plainly.
+    assert sorted(turns) == ["0", "1", "2", "3"]
