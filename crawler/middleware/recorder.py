@@ -24,7 +24,9 @@ class Recorder(Middleware):
 
     Parameters:
       on_record(Callable): Called with each record, from worker threads.
-      on_discover(Callable): Called once for each URL enqueued (retries aside).
+      on_discover(Callable): Called once for each URL enqueued (retries and deferrals
+        aside; a message delayed, to its host's turn, once: not again when it is put
+        back on its queue when due).
     """
 
     def __init__(
@@ -35,8 +37,16 @@ class Recorder(Middleware):
         self.on_record = on_record
         self.on_discover = on_discover
         self._started: dict[str, float] = {}
+        #: Delayed messages taken in by this process's delay queue, to be put back.
+        self._due: set[str] = set()
+
+    def before_delay_message(self, broker: dramatiq.Broker, message: Any) -> None:
+        self._due.add(message.message_id)
 
     def after_enqueue(self, broker: dramatiq.Broker, message: Any, delay: int | None) -> None:
+        if delay is None and message.message_id in self._due:
+            self._due.discard(message.message_id)  # back on its queue, counted when sent
+            return
         if "retries" not in message.options and "deferrals" not in message.options:
             self.on_discover()
 
