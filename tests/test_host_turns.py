@@ -263,20 +263,31 @@ def test_a_browser_request_takes_no_turn_past_the_render_and_its_answer_paces_th
 
 
 def test_pages_about_to_be_sent_book_their_hosts_next_turns_in_order() -> None:
-    client, options = MemoryClient(), CrawlOptions(max_rate=10, crawl_id="c")
+    client, options = MemoryClient(), CrawlOptions(max_rate=2, crawl_id="c")
     pages = {"a": "http://h1/a", "b": "http://h1/b", "c": "http://h2/c", "d": "http://h1/d"}
     before = time.time()
     turns = politeness.book_turns(client, pages, options)
 
-    assert sorted(turns) == ["a", "b", "c", "d"]
+    # h2's one page has its turn now, within TURN_WAIT: its delivery takes it as it comes.
+    assert sorted(turns) == ["a", "b", "d"]
     assert before <= turns["a"] <= time.time()  # an idle host's first turn is now
-    assert [turns["b"] - turns["a"], turns["d"] - turns["a"]] == pytest.approx([0.1, 0.2])
-    # Each host's schedule goes on after the turns booked: a delivery asking for one
+    assert [turns["b"] - turns["a"], turns["d"] - turns["a"]] == pytest.approx([0.5, 1.0])
+    # The host's schedule goes on after the turns booked: a delivery asking for one
     # anew (a message sent plainly) takes the next.
     h1 = politeness.turn_key("c", pace_of("http://h1/a", options))
-    assert next_turn(client, h1, 0.1, before) == pytest.approx(turns["a"] + 0.3)
-    assert politeness.book_turns(client, {"e": "http://h2/e"}, options)["e"] == pytest.approx(
-        turns["c"] + 0.1
+    assert next_turn(client, h1, 0.5, before) == pytest.approx(turns["a"] + 1.5)
+    h2 = politeness.turn_key("c", pace_of("http://h2/c", options))
+    assert next_turn(client, h2, 0.5, before) == pytest.approx(before)  # none booked
+
+
+def test_pages_whose_turns_all_come_within_turn_wait_book_none() -> None:
+    client, options = MemoryClient(), CrawlOptions(max_rate=100, crawl_id="c")
+    pages = {str(i): f"http://h/{i}" for i in range(10)}  # 10 ms apart: 90 ms for all
+    assert politeness.book_turns(client, pages, options) == {}
+    many = {str(i): f"http://h/{i}" for i in range(40)}  # 390 ms: all booked, in order
+    turns = politeness.book_turns(client, many, options)
+    assert [turns[str(i)] - turns["0"] for i in range(40)] == pytest.approx(
+        [i / 100 for i in range(40)]
     )
 
 
@@ -302,6 +313,9 @@ def test_no_turn_is_booked_where_the_delivery_must_decide() -> None:
     assert sorted(turns) == ["next", "open"]
     assert turns["next"] - turns["open"] == pytest.approx(2.0)
     assert politeness.book_turns(client, pages, CrawlOptions(crawl_id="c")) == {}  # no pace
+    # --auto-throttle's pace, without a rate, is taken on delivery, as the server answers.
+    throttled = CrawlOptions(crawl_id="c", obey_robots=True, auto_throttle=True)
+    assert politeness.book_turns(client, pages, throttled) == {}
 
 
 def test_turns_further_ahead_than_turn_ahead_are_not_booked() -> None:

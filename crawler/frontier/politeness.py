@@ -449,11 +449,14 @@ def next_turns(
     wanted: list[tuple[str, float]],
     now: float,
     ahead: float = TURN_AHEAD,
+    *,
+    beyond: float | None = None,
 ) -> dict[str, float] | None:
     """Take the host's next free turns at once (:func:`next_turn`), one for each of
     ``wanted`` in order (a request, and the interval after its turn): each turn that
-    comes within ``ahead`` seconds, by request; None when other workers took the
-    host's turns first :data:`TURN_TRIES` times."""
+    comes within ``ahead`` seconds, by request; none when the last of them comes within
+    ``beyond`` seconds; None when other workers took the host's turns first
+    :data:`TURN_TRIES` times."""
     for _ in range(TURN_TRIES):
         value, token = client.gets(key)
         due = now if value is None else max(now, float(value))
@@ -463,8 +466,8 @@ def next_turns(
                 break
             turns[name] = due
             due += interval
-        if not turns:
-            return turns
+        if not turns or (beyond is not None and max(turns.values()) - now <= beyond):
+            return {}
         after = f"{due:.4f}".encode()
         lives = math.ceil(due - now) + 60  # past the last turn taken
         if value is None:
@@ -484,12 +487,17 @@ def book_turns(
     delivery takes that turn (:func:`check`), where a message sent at once would come,
     find its host's turn later and be deferred to it.
 
-    Only with ``--max-rate`` or ``--auto-throttle`` (a crawl paced by robots.txt's
-    ``Crawl-delay`` alone finds its turns on delivery), and only for the pages whose
-    interval is known: a host whose robots.txt the crawl has not read yet (or could
-    not), or whose server asked the crawl to wait, books none; nor does a page robots.txt
-    disallows, skipped on delivery."""
-    if not pages or not (options.max_rate or options.auto_throttle):
+    Only with ``--max-rate``, a pace the crawl keeps whatever the server answers
+    (``--auto-throttle``'s delay, and robots.txt's ``Crawl-delay`` when the crawl has no
+    rate, are read on delivery: a crawl paced only by its server's few milliseconds, busy
+    on every core, had its booked turns come late, be taken anew at the end of their
+    host's schedule and deferred to it, most pages once), their slowest of the three
+    setting the intervals; and only for the pages whose interval is known: a host whose
+    robots.txt the crawl has not read yet (or could not), or whose server asked the
+    crawl to wait, books none; nor does a page robots.txt disallows, skipped on
+    delivery.  Nor do pages whose turns all come within :data:`TURN_WAIT`, which their
+    deliveries take as they come."""
+    if not pages or not options.max_rate:
         return {}
     owner = robots_owner(options)
     paces = {name: pace_of(url, options) for name, url in pages.items()}
@@ -518,7 +526,8 @@ def book_turns(
             wanted[pace].append((name, interval))
     now, booked = time.time(), {}
     for pace, turns in wanted.items():
-        booked.update(next_turns(client, turn_key(options.crawl_id, pace), turns, now) or {})
+        key = turn_key(options.crawl_id, pace)
+        booked.update(next_turns(client, key, turns, now, beyond=TURN_WAIT) or {})
     return booked
 
 
