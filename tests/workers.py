@@ -159,8 +159,15 @@ def dead_letters(env: Mapping[str, str]) -> int:
     return queued_messages(env, (xq_name(QUEUE),))
 
 
+#: Dramatiq's ``worker_timeout`` for the tests' workers, in ms: how long an idle worker
+#: thread waits for work before it looks whether it is to stop (Dramatiq's 1000 made
+#: every graceful stop of a test's workers 0.4 s longer).
+WORKER_TIMEOUT_MS = "100"
+
+
 def environment(**overrides: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("REDIS", None)
+    env["dramatiq_worker_timeout"] = WORKER_TIMEOUT_MS
     env.update(overrides)
     return env
