@@ -23,6 +23,10 @@ contender after another (rounds taking turns with ``--repeat``):
 - ``workers_unthrottled``, ``local_unthrottled`` (only when named): the first two
   without ``--max-rate``, and then a line with the ratio of each one's CPU a page.
 
+With ``--crawl-delay`` each host's ``robots.txt`` asks for ``Crawl-delay: 1/R`` and the
+crawler's contenders are given no ``--max-rate``: the pace is robots.txt's (and
+``--auto-throttle``'s, ``crawler crawl``'s defaults), as on a real site that asks for one.
+
 Scrapy is this Python's when installed (``pip install -e '.[bench]'``), else that of a
 virtualenv of the benchmarks' own, made the first time with pip
 (``~/.cache/crawler-benchmarks/venv-scrapy``); when neither can be had, it prints
@@ -119,17 +123,24 @@ def main() -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="rounds, taking turns; the median is reported"
     )
+    parser.add_argument(
+        "--crawl-delay", action="store_true",
+        help="the hosts' robots.txt asks for Crawl-delay 1/R, and the crawler is given no "
+        "--max-rate: its pace comes from robots.txt (Scrapy keeps DOWNLOAD_DELAY 1/R)",
+    )  # fmt: skip
     args = parser.parse_args()
     contenders = [name.strip() for name in args.contenders.split(",") if name.strip()]
     unknown = set(contenders) - set(CONTENDERS + UNTHROTTLED)
     if unknown or not contenders:
         known = CONTENDERS + UNTHROTTLED
         parser.error(f"--contenders: {', '.join(sorted(unknown)) or 'none'}; known: {known}")
+    if args.crawl_delay and set(contenders) & set(UNTHROTTLED):
+        parser.error("--crawl-delay paces every crawl that reads robots.txt: no unthrottled one")
     if not 1 <= args.hosts <= 250 or args.pages < 2 or args.links < 1 or args.rate <= 0:
         parser.error("--hosts 1 to 250, --pages 2 or more, --links 1 or more, --rate over 0")
     results = measure(
         hosts=args.hosts, pages=args.pages, links=args.links, rate=args.rate,
-        contenders=contenders, repeat=args.repeat,
+        contenders=contenders, repeat=args.repeat, crawl_delay=args.crawl_delay,
     )  # fmt: skip
     print(table(results, hosts=args.hosts, pages=args.pages, rate=args.rate, repeat=args.repeat))
     for name, figures in results.items():
@@ -139,7 +150,14 @@ def main() -> int:
 
 
 def measure(
-    *, hosts: int, pages: int, links: int, rate: float, contenders: list[str], repeat: int
+    *,
+    hosts: int,
+    pages: int,
+    links: int,
+    rate: float,
+    contenders: list[str],
+    repeat: int,
+    crawl_delay: bool = False,
 ) -> dict[str, dict[str, Any] | None]:
     """Each contender's median round (by seconds), with every round; None for Scrapy
     when it cannot be had.
@@ -151,6 +169,8 @@ def measure(
       rate(float): Requests a second per host at most.
       contenders(list): Names from :data:`CONTENDERS`, in the order they run.
       repeat(int): Rounds, taking turns.
+      crawl_delay(bool): The pace asked for by robots.txt's ``Crawl-delay``, not given
+        to the crawler as ``--max-rate``.
     """
     scrapy = None
     if any(name.startswith("scrapy") for name in contenders):
@@ -163,7 +183,8 @@ def measure(
         tmp.chmod(0o755)  # nginx workers read the sites as an unprivileged user
         port = free_port()
         addresses = [f"127.0.0.{2 + i}" for i in range(hosts)]
-        roots = write_hosts(tmp / "sites", addresses, port, pages=pages, links=links)
+        delay = 1 / rate if crawl_delay else None
+        roots = write_hosts(tmp / "sites", addresses, port, pages=pages, links=links, delay=delay)
         seeds = tmp / "seeds.txt"
         seeds.write_text("".join(f"http://{address}:{port}/page/0.html\n" for address in addresses))
         log = tmp / "access.log"
@@ -175,7 +196,7 @@ def measure(
                     run_dir = tmp / f"round-{round_}-{name}"
                     run_dir.mkdir()
                     log.write_text("")  # nginx appends: this contender's requests only
-                    paced = [] if name in UNTHROTTLED else rate_options(rate)
+                    paced = [] if name in UNTHROTTLED or crawl_delay else rate_options(rate)
                     if name.startswith("workers"):
                         figures = crawl_with_workers(seeds, run_dir, paced)
                     elif name.startswith("local"):
@@ -194,16 +215,24 @@ def measure(
 
 
 def write_hosts(
-    directory: Path, addresses: list[str], port: int, *, pages: int, links: int
+    directory: Path,
+    addresses: list[str],
+    port: int,
+    *,
+    pages: int,
+    links: int,
+    delay: float | None = None,
 ) -> dict[str, Path]:
     """A generated site for each address, its links within it, with a ``robots.txt``
-    allowing every page; each site's directory, by address."""
+    allowing every page (and asking for ``Crawl-delay: delay``, when given); each
+    site's directory, by address."""
     roots = {}
     for address in addresses:
         root = directory / address
         root.mkdir(parents=True)
         write_site(root, f"http://{address}:{port}", pages, links)
-        (root / "robots.txt").write_text("User-agent: *\nDisallow:\n")
+        asked = f"Crawl-delay: {delay:g}\n" if delay else ""
+        (root / "robots.txt").write_text(f"User-agent: *\n{asked}Disallow:\n")
         roots[address] = root
     return roots
 

@@ -313,9 +313,27 @@ def test_no_turn_is_booked_where_the_delivery_must_decide() -> None:
     assert sorted(turns) == ["next", "open"]
     assert turns["next"] - turns["open"] == pytest.approx(2.0)
     assert politeness.book_turns(client, pages, CrawlOptions(crawl_id="c")) == {}  # no pace
-    # --auto-throttle's pace, without a rate, is taken on delivery, as the server answers.
+
+    # Without --max-rate, robots.txt's Crawl-delay is a pace of the crawl's own: its host
+    # books (--auto-throttle's delay, when slower, spacing the turns).  A host without
+    # one, paced by --auto-throttle alone, books none: taken on delivery, as it answers.
+    client.set(politeness.robots_key("http://free/"), b"User-agent: *\nDisallow:\n")
+    slow = politeness.delay_key("c", pace_of("http://read/", options))
+    client.set(slow, Pace(3.0).written())
     throttled = CrawlOptions(crawl_id="c", obey_robots=True, auto_throttle=True)
-    assert politeness.book_turns(client, pages, throttled) == {}
+    more = {
+        "a": "http://read/a",
+        "b": "http://read/b",
+        "free": "http://free/a",
+        "f": "http://free/b",
+    }
+    again = politeness.book_turns(client, more, throttled)
+    assert sorted(again) == ["a", "b"]
+    assert again["b"] - again["a"] == pytest.approx(3.0)
+    # Read once, a robots.txt without a Crawl-delay is not read again to book turns.
+    keys = politeness.booking_keys(["http://free/c", "http://read/c"], throttled)
+    assert politeness.robots_key("http://read/") in keys
+    assert politeness.robots_key("http://free/") not in keys
 
 
 def test_turns_further_ahead_than_turn_ahead_are_not_booked() -> None:

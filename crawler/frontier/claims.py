@@ -617,14 +617,17 @@ def send_claimed(
     digests, keys = _claim_keys(list(names), crawl_id)
     if not keys:
         return []
-    links = _look_up(client, keys, digests, crawl_id)
+    options = CrawlOptions.from_message(kwargs.get("options"))
+    pages = [url_in(entry) for name, entry in names.items() if not name.startswith(SITEMAP_MARK)]
+    pacing = politeness.booking_keys(pages, options)  # read with the claims, for their turns
+    links = _look_up(client, keys, digests, crawl_id, pacing)
     children = _child_ids(parent_id, links, first_delivery)
     to_send = _claim_new(client, links, children, crawl_id, lifetimes)
     again: set[str] = set()
     if not first_delivery:
         again = _claimed_before(client, links, children, crawl_id, lifetimes) - to_send
     messages = _messages(actor, names, keys, children, to_send, kwargs, priority, own or {})
-    messages, delays = _delayed_to_turns(client, messages, kwargs)
+    messages, delays = _delayed_to_turns(client, messages, options, links.stored)
     enqueue_all(actor.broker, messages, delays)
     # The links an interrupted try claimed may have been sent then too, and be in hand
     # now: sent again after the longest a message can be in hand (the actor's time
@@ -667,13 +670,17 @@ def _claim_keys(names: list[str], crawl_id: str | None) -> tuple[dict[str, bytes
 
 
 def _look_up(
-    client: StoreClient, keys: dict[str, str], digests: dict[str, bytes], crawl_id: str | None
+    client: StoreClient,
+    keys: dict[str, str],
+    digests: dict[str, bytes],
+    crawl_id: str | None,
+    also: list[str],
 ) -> _Found:
-    """The links' claims (one ``get_multi``) and, for those not claimed, what the
-    crawl's journal holds."""
+    """The links' claims (one ``get_multi``, which reads the keys ``also`` names too)
+    and, for those not claimed, what the crawl's journal holds."""
     # The journal's layout comes in the same round trip, for the links not claimed yet.
     state = journal.state_keys(crawl_id) if crawl_id is not None else []
-    stored = client.get_multi([*keys, *state])
+    stored = client.get_multi([*keys, *state, *also])
     now = journal.layout(crawl_id, stored) if crawl_id is not None else None
     missing = [key for key in keys if key not in stored]
     recorded: dict[bytes, bytes] = {}
@@ -789,17 +796,18 @@ def _messages(
 def _delayed_to_turns(
     client: StoreClient,
     messages: list[dramatiq.Message[Any]],
-    kwargs: dict[str, Any],
+    options: CrawlOptions,
+    stored: Mapping[str, Any],
 ) -> tuple[list[dramatiq.Message[Any]], dict[str, int]]:
     """The pages' messages, each with its host's turn booked
-    (:func:`crawler.frontier.politeness.book_turns`) among its options, and how long each
-    waits in the broker for it (ms, by message id): it comes once, at its turn, rather
-    than once to find its turn later and again when deferred to it."""
+    (:func:`crawler.frontier.politeness.book_turns`, from what ``stored`` holds of the
+    hosts) among its options, and how long each waits in the broker for it (ms, by
+    message id): it comes once, at its turn, rather than once to find its turn later and
+    again when deferred to it."""
     pages = {m.message_id: m.args[0] for m in messages if m.actor_name != SITEMAP_ACTOR}
     if not pages:
         return messages, {}
-    options = CrawlOptions.from_message(kwargs.get("options"))
-    turns = politeness.book_turns(client, pages, options)
+    turns = politeness.book_turns(client, pages, options, stored)
     if not turns:
         return messages, {}
     now, booked, delays = time.time(), [], {}

@@ -15,7 +15,7 @@ import random
 import socket
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -478,52 +478,95 @@ def next_turns(
     return None
 
 
+#: Whether each host's robots.txt, as this process last read it to book turns, asks for
+#: a ``Crawl-delay`` (by :func:`robots_key`): a crawl without ``--max-rate`` reads the
+#: hosts' robots.txt again to book turns only where it did, or where it was not read
+#: yet (``--local --processes`` read them through the parent's store: a round trip a
+#: page, 6% of an unthrottled crawl's CPU).  At most :data:`ASKED_KEPT` hosts.
+_DELAY_ASKED: dict[str, bool] = {}
+ASKED_KEPT = 4096
+
+
+def booking_keys(urls: Iterable[str], options: CrawlOptions) -> list[str]:
+    """What :func:`book_turns` reads of the hosts of ``urls`` (the waits their servers
+    asked for, their robots.txt, their ``--auto-throttle`` delays): read with a page's
+    links' claims, in the same round trip; none for a crawl that books no turn (no
+    ``--max-rate``, robots.txt not obeyed) nor for the hosts whose robots.txt asks for
+    no ``Crawl-delay`` when that is its only pace."""
+    if not (options.max_rate or options.obey_robots):
+        return []
+    owner = robots_owner(options)
+    sites = {origin(url): url for url in urls}  # a page's links: most on a host or two
+    if options.obey_robots and not options.max_rate:
+        sites = {
+            site: url for site, url in sites.items()
+            if _DELAY_ASKED.get(robots_key(url, owner), True)
+        }  # fmt: skip
+    paces = {pace_of(url, options) for url in sites.values()}
+    keys = [pace_key(options.crawl_id, pace) for pace in paces]
+    if options.auto_throttle:
+        keys += [delay_key(options.crawl_id, pace) for pace in paces]
+    if options.obey_robots:
+        keys += [robots_key(url, owner) for url in sites.values()]
+    return keys
+
+
+def _asked(key: str, delay: bool) -> None:
+    if len(_DELAY_ASKED) >= ASKED_KEPT:
+        _DELAY_ASKED.clear()
+    _DELAY_ASKED[key] = delay
+
+
 def book_turns(
-    client: StoreClient, pages: Mapping[str, str], options: CrawlOptions
+    client: StoreClient,
+    pages: Mapping[str, str],
+    options: CrawlOptions,
+    stored: Mapping[str, bytes] | None = None,
 ) -> dict[str, float]:
     """The hosts' turns of pages about to be sent (``pages``: each message's URL, by its
     id), taken now (:func:`next_turns`, one compare-and-set a host): epoch seconds, by
     message id.  Each message is then delayed to its turn in the broker, and its one
     delivery takes that turn (:func:`check`), where a message sent at once would come,
-    find its host's turn later and be deferred to it.
+    find its host's turn later and be deferred to it.  ``stored``: what the store held
+    of :func:`booking_keys`, read already.
 
-    Only with ``--max-rate``, a pace the crawl keeps whatever the server answers
-    (``--auto-throttle``'s delay, and robots.txt's ``Crawl-delay`` when the crawl has no
-    rate, are read on delivery: a crawl paced only by its server's few milliseconds, busy
-    on every core, had its booked turns come late, be taken anew at the end of their
-    host's schedule and deferred to it, most pages once), their slowest of the three
-    setting the intervals; and only for the pages whose interval is known: a host whose
+    Only for a host with a pace the crawl keeps whatever the server answers:
+    ``--max-rate``, or its robots.txt's ``Crawl-delay``; ``--auto-throttle``'s delay,
+    when slower, sets the interval then, and alone it books nothing (a crawl paced only
+    by its server's few milliseconds, busy on every core, had its booked turns come
+    late, be taken anew at the end of their host's schedule and deferred to it, most
+    pages once).  And only for the pages whose interval is known: a host whose
     robots.txt the crawl has not read yet (or could not), or whose server asked the
     crawl to wait, books none; nor does a page robots.txt disallows, skipped on
     delivery.  Nor do pages whose turns all come within :data:`TURN_WAIT`, which their
     deliveries take as they come."""
-    if not pages or not options.max_rate:
+    if not pages or not (options.max_rate or options.obey_robots):
         return {}
+    if stored is None:
+        stored = client.get_multi(booking_keys(pages.values(), options))
     owner = robots_owner(options)
-    paces = {name: pace_of(url, options) for name, url in pages.items()}
-    keys = {pace: pace_key(options.crawl_id, pace) for pace in set(paces.values())}
-    delays = {pace: delay_key(options.crawl_id, pace) for pace in keys}
-    if not options.auto_throttle:
-        delays = {}
-    robots = {url: robots_key(url, owner) for url in pages.values()} if options.obey_robots else {}
-    stored = client.get_multi([*keys.values(), *delays.values(), *set(robots.values())])
     wanted: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for name, pace in paces.items():
-        if _left(stored.get(keys[pace])):
+    for name, url in pages.items():
+        pace = pace_of(url, options)
+        if _left(stored.get(pace_key(options.crawl_id, pace))):
             continue
-        url, crawl_delay = pages[name], None
+        rules = None
         if options.obey_robots:
-            body = stored.get(robots[url])
+            body = stored.get(robots_key(url, owner))
             if body is None or body.startswith(_UNREACHABLE):
                 continue
             rules = robots_rules.parsed(body, options.user_agent)
-            if not rules.can_fetch(url, options.user_agent):
-                continue
-            crawl_delay = rules.crawl_delay(options.user_agent)
-        adaptive = Pace.read(stored.get(delays[pace])).delay if pace in delays else None
-        interval = turn_interval(options, crawl_delay, adaptive)
-        if interval is not None:
-            wanted[pace].append((name, interval))
+        crawl_delay = rules.crawl_delay(options.user_agent) if rules is not None else None
+        if rules is not None:
+            _asked(robots_key(url, owner), crawl_delay is not None)
+        floor = turn_interval(options, crawl_delay)
+        if floor is None:  # no pace of the crawl's own
+            continue
+        if rules is not None and not rules.can_fetch(url, options.user_agent):
+            continue
+        if options.auto_throttle:  # slower than the floor: the server's pace
+            floor = max(floor, Pace.read(stored.get(delay_key(options.crawl_id, pace))).delay)
+        wanted[pace].append((name, floor))
     now, booked = time.time(), {}
     for pace, turns in wanted.items():
         key = turn_key(options.crawl_id, pace)
