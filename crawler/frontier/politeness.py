@@ -552,21 +552,24 @@ def book_turns(
             continue
         rules = None
         if options.obey_robots:
-            body = stored.get(robots_key(url, owner))
+            key = robots_key(url, owner)
+            body = stored.get(key)
             if body is None or body.startswith(_UNREACHABLE):
                 continue
             rules = robots_rules.parsed(body, options.user_agent)
         crawl_delay = rules.crawl_delay(options.user_agent) if rules is not None else None
         if rules is not None:
-            _asked(robots_key(url, owner), crawl_delay is not None)
-        floor = turn_interval(options, crawl_delay)
-        if floor is None:  # no pace of the crawl's own
+            _asked(key, crawl_delay is not None)
+        if turn_interval(options, crawl_delay) is None:  # no pace of the crawl's own
             continue
         if rules is not None and not rules.can_fetch(url, options.user_agent):
             continue
-        if options.auto_throttle:  # slower than the floor: the server's pace
-            floor = max(floor, Pace.read(stored.get(delay_key(options.crawl_id, pace))).delay)
-        wanted[pace].append((name, floor))
+        adaptive = None
+        if options.auto_throttle:  # the server's pace, when slower than the crawl's
+            adaptive = Pace.read(stored.get(delay_key(options.crawl_id, pace))).delay
+        interval = turn_interval(options, crawl_delay, adaptive)
+        assert interval is not None  # the crawl's own pace is its floor
+        wanted[pace].append((name, interval))
     now, booked = time.time(), {}
     for pace, turns in wanted.items():
         key = turn_key(options.crawl_id, pace)
