@@ -5,8 +5,12 @@ server's own log, and against what ``--local`` does with the same options."""
 from __future__ import annotations
 
 import gzip
+import itertools
+import json
 import os
 import re
+import subprocess
+import sys
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +27,15 @@ from tests.site_server import (
     overtaken,
     page_path,
 )
-from tests.support import FAST_FAILURES, read_records, wait_for_crawl, waited_crawl
+from tests.support import (
+    FAST_FAILURES,
+    metric,
+    metrics_port,
+    read_metrics,
+    read_records,
+    wait_for_crawl,
+    waited_crawl,
+)
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment, seed
 
 #: Host names the tests crawl, all served on 127.0.0.1 (``tests/hosts/sitecustomize.py``),
@@ -492,3 +504,50 @@ def test_the_new_options_travel_in_messages_and_bad_ones_are_refused_on_the_comm
     ):
         done = seed(environment(), "--local", "http://127.0.0.1:9/", *bad)
         assert done.returncode == 2 and said in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("where", ["local", "rabbitmq_env", "redis_env"])
+def test_pages_of_a_host_asking_for_a_crawl_delay_come_once_each_at_its_pace(
+    where: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: Path, memcached: object
+) -> None:
+    """Each page's turn is booked when its link is sent (robots.txt's Crawl-delay, no
+    --max-rate) and its message waits for it in the broker: it comes once, not once to
+    find its turn later and again deferred to it."""
+    site.pages["/robots.txt"] = Page(
+        b"User-agent: *\nCrawl-delay: 0.1\nDisallow:\n", content_type="text/plain"
+    )
+    site.pages.update(generate_site(site.base_url, pages=30, links_per_page=5))
+    stats = tmp_path / "stats.json"
+    args = ["crawl", site.url(page_path(0)), "--stats", str(stats)]
+    if where == "local":
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "crawler"), *args, "--local"],
+            cwd=PROJECT_ROOT, env=environment(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    else:
+        prometheus = tmp_path / "prometheus"
+        prometheus.mkdir()
+        env = environment(
+            **request.getfixturevalue(where), **FAST_FAILURES, dramatiq_prom_db=str(prometheus)
+        )
+        workers = WorkerProcesses(env, processes=1, threads=4)
+        try:
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / "crawler"), *args, "--workers", "--wait"],
+                cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            metrics = read_metrics(metrics_port())  # the workers' counts, while they run
+        finally:
+            assert workers.stop() == 0
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    figures = json.loads(stats.read_text())
+    assert figures["pages"] == 30
+    if where == "local":
+        deferred = figures["deferred"]
+    else:  # the workers' statistics count no rate-limit deferral: their metrics do
+        deferred = metric(metrics, 'crawler_rate_limit_waits_total{result="deferred"}')
+    assert deferred <= 3, figures  # of 30 pages: each came once
+    times = sorted(r.wall_time for r in site.requests if r.path != "/robots.txt")
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert min(gaps) >= 0.1 - 0.03, gaps  # the Crawl-delay held
