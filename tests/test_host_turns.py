@@ -334,6 +334,10 @@ def test_no_turn_is_booked_where_the_delivery_must_decide() -> None:
     keys = politeness.booking_keys(["http://free/c", "http://read/c"], throttled)
     assert politeness.robots_key("http://read/") in keys
     assert politeness.robots_key("http://free/") not in keys
+    # Which group of the rules answers is the User-Agent's: another crawl's reads it.
+    other = CrawlOptions(crawl_id="d", obey_robots=True, auto_throttle=True, user_agent="x/1")
+    other_keys = politeness.booking_keys(["http://free/c"], other)
+    assert politeness.robots_key("http://free/") in other_keys
 
 
 def test_turns_further_ahead_than_turn_ahead_are_not_booked() -> None:

@@ -478,12 +478,13 @@ def next_turns(
     return None
 
 
-#: Whether each host's robots.txt, as this process last read it to book turns, asks for
-#: a ``Crawl-delay`` (by :func:`robots_key`): a crawl without ``--max-rate`` reads the
+#: Whether each host's robots.txt, as this process last read it to book turns, asks a
+#: User-Agent for a ``Crawl-delay`` (by :func:`robots_key` and the crawl's User-Agent,
+#: whose group of the rules says): a crawl without ``--max-rate`` reads the
 #: hosts' robots.txt again to book turns only where it did, or where it was not read
 #: yet (``--local --processes`` read them through the parent's store: a round trip a
 #: page, 6% of an unthrottled crawl's CPU).  At most :data:`ASKED_KEPT` hosts.
-_DELAY_ASKED: dict[str, bool] = {}
+_DELAY_ASKED: dict[tuple[str, str], bool] = {}
 ASKED_KEPT = 4096
 
 
@@ -500,7 +501,7 @@ def booking_keys(urls: Iterable[str], options: CrawlOptions) -> list[str]:
     if options.obey_robots and not options.max_rate:
         sites = {
             site: url for site, url in sites.items()
-            if _DELAY_ASKED.get(robots_key(url, owner), True)
+            if _DELAY_ASKED.get((robots_key(url, owner), options.user_agent), True)
         }  # fmt: skip
     paces = {pace_of(url, options) for url in sites.values()}
     keys = [pace_key(options.crawl_id, pace) for pace in paces]
@@ -511,7 +512,7 @@ def booking_keys(urls: Iterable[str], options: CrawlOptions) -> list[str]:
     return keys
 
 
-def _asked(key: str, delay: bool) -> None:
+def _asked(key: tuple[str, str], delay: bool) -> None:
     if len(_DELAY_ASKED) >= ASKED_KEPT:
         _DELAY_ASKED.clear()
     _DELAY_ASKED[key] = delay
@@ -559,7 +560,7 @@ def book_turns(
             rules = robots_rules.parsed(body, options.user_agent)
         crawl_delay = rules.crawl_delay(options.user_agent) if rules is not None else None
         if rules is not None:
-            _asked(key, crawl_delay is not None)
+            _asked((key, options.user_agent), crawl_delay is not None)
         if turn_interval(options, crawl_delay) is None:  # no pace of the crawl's own
             continue
         if rules is not None and not rules.can_fetch(url, options.user_agent):
