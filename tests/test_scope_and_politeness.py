@@ -5,7 +5,6 @@ server's own log, and against what ``--local`` does with the same options."""
 from __future__ import annotations
 
 import gzip
-import itertools
 import json
 import os
 import re
@@ -549,5 +548,7 @@ def test_pages_of_a_host_asking_for_a_crawl_delay_come_once_each_at_its_pace(
         deferred = metric(metrics, 'crawler_rate_limit_waits_total{result="deferred"}')
     assert deferred <= 3, figures  # of 30 pages: each came once
     times = sorted(r.wall_time for r in site.requests if r.path != "/robots.txt")
-    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-    assert min(gaps) >= 0.1 - 0.03, gaps  # the Crawl-delay held
+    # The Crawl-delay held as docs/usage.md promises a host's pace: a turn is taken at
+    # most half an interval late, so any one second holds at most 10 + 1 requests.
+    busiest = max(sum(1 for t in times if start <= t < start + 1) for start in times)
+    assert busiest <= 10 + 1, times
