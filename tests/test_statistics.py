@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests import faults
 from tests.site_server import Page, SiteServer
 from tests.support import FAST_FAILURES, crawl_id_of
 from tests.workers import PROJECT_ROOT, WorkerProcesses, environment
@@ -38,6 +39,10 @@ def serve(site: SiteServer) -> str:
     site.pages["/"] = Page((links + f'<a href="{site.url("/gone")}">x</a>').encode())
     for n in range(5):
         site.pages[f"/{n}.html"] = Page(f"<p>page {n}</p>".encode())
+    # One page's server asks the crawl to wait once: a rate-limit deferral, no retry.
+    site.behaviors["/4.html"] = faults.failing_then(
+        site.pages.pop("/4.html"), failures=1, fail=faults.status(429, Retry_After="0")
+    )
     site.pages["/gone"] = Page(b"gone", status=404)
     return site.url("/")
 
@@ -45,6 +50,8 @@ def serve(site: SiteServer) -> str:
 def check(document: dict[str, Any], site: SiteServer, *, codes: bool = True) -> None:
     assert set(document) == KEYS
     assert document["pages"] == 6 and document["outcomes"]["crawled"] == 6
+    # The 429 deferred its page and made the host wait: those in flight deferred too.
+    assert document["deferred"] >= 1 and document["retried"] == 0
     assert document["outcomes"]["answered"] == 1 and document["discovered"] == 7
     if codes:
         assert document["status_codes"] == {"200": 6, "404": 1}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -353,6 +354,8 @@ def follow(
         _close(reader, ledger, output, items)
     if unsent is not None:
         return _sink_failed(progress, unsent)
+    if not interrupted:  # the last figures (retries, deferrals: no record says them)
+        _read_figures(progress, pool, crawl_id, ledger, keep_alive, store_name, math.inf)
     return _say_the_end(progress, crawl_id, seen_before, interrupted=interrupted)
 
 
@@ -551,6 +554,7 @@ def _read_figures(
         progress.discovered = max(figures[counters.DISCOVERED], ledger.expected)
         progress.paused = bool(figures[counters.PAUSE_REQUESTED])
         progress.counts[RETRYING] = figures[RETRYING]
+        progress.counts[DEFERRED] = figures[DEFERRED]  # no record of a deferral comes here
     return next_eviction_check
 
 
