@@ -114,10 +114,11 @@ class MemcachedProcess:
 
     Parameters:
       memory_mb(int): Its ``-m``: how much it holds before it evicts (64 by default).
+      options(tuple[str, ...]): More of its command line.
     """
 
-    def __init__(self, memory_mb: int = 64) -> None:
-        self.memory_mb = memory_mb
+    def __init__(self, memory_mb: int = 64, options: tuple[str, ...] = ()) -> None:
+        self.memory_mb, self.options = memory_mb, options
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
@@ -129,7 +130,9 @@ class MemcachedProcess:
     def start(self) -> None:
         as_root = ["-u", "root"] if os.geteuid() == 0 else []
         listen = ["-l", "127.0.0.1", "-p", str(self.port)]
-        self.process = subprocess.Popen(["memcached", *as_root, *listen, "-m", str(self.memory_mb)])
+        self.process = subprocess.Popen(
+            ["memcached", *as_root, *listen, "-m", str(self.memory_mb), *self.options]
+        )
         wait_for_port(self.port)
 
     def stop(self) -> None:
