@@ -212,10 +212,12 @@ def test_warc_cost_smoke_run_crawls_with_and_without_warc_and_finds_every_page_s
     assert "every page fetched with --warc stored, every round: yes" in result.stdout
 
 
-def test_fault_loops_smoke_run_loses_nothing_through_three_faults(tmp_path: Path) -> None:
-    """CI's short version of ``benchmarks/faults.py``: one run each of a worker group
-    killed, a RabbitMQ restart and a Redis broker killed, on services of its own."""
-    faults = ["worker-kill-9", "rabbitmq-restart", "redis-broker-kill-9"]
+def test_fault_loops_smoke_run_loses_nothing_through_a_fault(tmp_path: Path) -> None:
+    """CI's short version of ``benchmarks/faults.py``: one run of a worker group killed,
+    on services of its own.  (The suite has the other faults each a test of its own:
+    RabbitMQ's and Redis's restarts in ``tests/test_service_outages.py``; a smoke run of
+    three took 69 s.)"""
+    faults = ["worker-kill-9"]
     _, figures = run_benchmark(
         "faults.py", tmp_path / "faults.json", *(f"--fault={fault}" for fault in faults),
         "--runs", "1", "--pages", "120",

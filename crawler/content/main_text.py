@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from html_to_markdown import ConversionOptions, convert
+from html_to_markdown import ConversionOptions, PreprocessingOptions, convert
 from selectolax.lexbor import LexborHTMLParser
 
 #: Where a page says its main content is.
@@ -45,19 +45,19 @@ _NOT_CONTENT_NAME = re.compile(
     re.IGNORECASE,
 )
 _LANGUAGE = re.compile(r"(?:highlight|language|lang)-([A-Za-z0-9_+#-]+)")
+#: (Its own cleaning, ``preprocessing``, is off: what it would drop is gone already.)
 _OPTIONS = ConversionOptions(
     extract_metadata=False, skip_images=True, autolinks=False, code_block_style="backticks",
-    sup_symbol="^",
+    sup_symbol="^", preprocessing=PreprocessingOptions(enabled=False),
 )  # fmt: skip
-#: Markdown's marks, taken out for the plain text: code fences, images, links,
-#: headings, rules (tables' and bold's are taken out apart, where there are any).
-_MARKS = [
-    ("```", re.compile(r"^```[^\n]*\n", re.M), ""),
+#: Markdown's inline marks, taken out for the plain text: images and links (the marks
+#: of whole lines, code fences, headings, rules and tables, a line at a time).
+_INLINE_MARKS = [
     ("![", re.compile(r"!\[([^\]]*)\]\([^)]*\)"), r"\1"),
     ("](", re.compile(r"\[([^\]]*)\]\((?:[^()]|\([^)]*\))*\)"), r"\1"),
-    ("#", re.compile(r"^#{1,6} +", re.M), ""),
-    ("---", re.compile(r"^---+$\n?", re.M), ""),
 ]
+#: A heading's mark.
+_HEADING = re.compile(r"#{1,6} +")
 #: A table's rule line (``| --- | :-: |``).
 _TABLE_RULE = re.compile(r"^\|?(?: *:?-{3,}:? *\|)+ *:?-*:? *$")
 #: The pipes between a table's cells.
@@ -112,16 +112,35 @@ def main_content(html: str | bytes) -> MainContent:
 
 def plain_text(markdown: str) -> str:
     """``markdown`` without its marks: the text a reader reads (a table's rows as its
-    cells a tab apart)."""
-    for needle, pattern, replacement in _MARKS:
+    cells a tab apart).  The marks of whole lines are read a line at a time (a line's
+    first character tells which it may have: a regular expression anchored at each
+    line's start tried every character)."""
+    lines = markdown.split("\n")
+    if "```" in markdown:  # a code fence's line, where a newline ends it
+        last = lines.pop()
+        lines = [line for line in lines if not line.startswith("```")]
+        lines.append(last)
+        markdown = "\n".join(lines)
+    for needle, pattern, replacement in _INLINE_MARKS:
         if needle in markdown:  # most pages have few kinds of marks: skip the others
             markdown = pattern.sub(replacement, markdown)
-    if "|" in markdown:  # a table's rows as their cells, its rule lines left out
-        markdown = "\n".join(
-            _table_row(line) if line.startswith("|") else line
-            for line in markdown.split("\n")
-            if not (line.startswith("|") and _TABLE_RULE.match(line))
-        )
+            lines = markdown.split("\n")
+    kept = []
+    for line in lines:
+        first = line[:1]
+        if first == "#":
+            heading = _HEADING.match(line)
+            if heading is not None:
+                line = line[heading.end() :]
+                first = line[:1]
+        if first == "-" and line.startswith("---") and not line.strip("-"):
+            continue  # a rule
+        if first == "|":  # a table's row as its cells, its rule lines left out
+            if _TABLE_RULE.match(line):
+                continue
+            line = _table_row(line)
+        kept.append(line)
+    markdown = "\n".join(kept)
     for mark in ("**", "__", "`"):
         markdown = markdown.replace(mark, "")
     return markdown
