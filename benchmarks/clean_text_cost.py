@@ -130,7 +130,8 @@ def main() -> int:
             print(f"{package}: skipped, not installed (apt-get install {package})")
             continue
         figures = measure(pages)
-        results[package] = {"pages": len(pages), **figures}
+        result: dict[str, Any] = {"pages": len(pages), **figures}
+        results[package] = result
         kib = statistics.median(len(page) for page in pages) / 1024
         print(f"{package}: {len(pages)} pages, median {kib:.0f} KiB")
         for step, values in figures.items():
@@ -138,7 +139,7 @@ def main() -> int:
             print(f"  {step:<13} median {median:6.2f} ms   mean {mean:6.2f} ms")
         if against is not None:
             both = measure_against(pages, against, args.rounds)
-            results[package]["against"] = {"revision": args.against, **both}
+            result["against"] = {"revision": args.against, **both}
             print(f"  markdown and simhash, side by side ({args.rounds} rounds):")
             for name, label in (("this", "this tree"), ("against", args.against)):
                 median, mean = both[name]["median_ms"], both[name]["mean_ms"]

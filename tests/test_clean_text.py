@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+from html_to_markdown import convert
 
-from crawler.content import fingerprints
+from crawler.content import fingerprints, main_text
 from crawler.content.main_text import main_content
 from crawler.content.markdown_files import relative_path, write_page
 from tests.site_server import Page, SiteServer
@@ -38,6 +39,27 @@ def test_the_main_content_keeps_headings_tables_and_code_and_drops_the_navigatio
         assert left_out not in markdown
     assert "Integers are whole numbers." in content.text and "```" not in content.text
     assert content.title == "Numeric Types"
+
+
+def test_the_markdown_made_with_options_made_once_is_html_to_markdown_s_own() -> None:
+    """``to_markdown`` calls html-to-markdown's inner function with its options made once;
+    a version of it whose inner parts differ must give what its public one gives."""
+    html = ARTICLE.decode()
+    assert main_text.to_markdown(html) == convert(html, main_text._OPTIONS).content
+    assert "# Numeric Types" in main_text.to_markdown(html)
+
+
+def test_a_text_of_more_words_than_a_lane_holds_has_the_fingerprint_of_their_shares(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SimHash's votes are summed in lanes of ``LANE`` bits; a text with more words
+    than that has wider lanes made for it: the same fingerprint as the same shares."""
+    text = words(random.Random(7), 40)
+    monkeypatch.setattr(fingerprints, "LANE", 8)  # 255 words at most a lane
+    monkeypatch.setattr(fingerprints, "_BYTE_LANES", fingerprints._byte_lanes(8))
+    monkeypatch.setattr(fingerprints, "_SPREAD", {})
+    wide = fingerprints.simhash(" ".join([text] * 20))  # 800 words
+    assert wide == fingerprints.simhash(text) != 0
 
 
 def words(rng: random.Random, count: int) -> str:

@@ -55,7 +55,7 @@ def _byte_lanes(lane: int) -> list[list[int]]:
 _BYTE_LANES = _byte_lanes(LANE)
 
 
-def _spread(word: str, byte_lanes: list[list[int]] = _BYTE_LANES) -> int:
+def _spread(word: str, byte_lanes: list[list[int]]) -> int:
     """``word``'s 64-bit hash (BLAKE2b), bit ``i`` the lowest of lane ``i``."""
     digest = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return sum(map(list.__getitem__, byte_lanes, digest))
@@ -73,12 +73,12 @@ def simhash(text: str) -> int:
         byte_lanes = _byte_lanes(lane)
         spreads = [_spread(word, byte_lanes) for word in weights]
     else:
-        known = _SPREAD
+        known, byte_lanes = _SPREAD, _BYTE_LANES
         spreads = []
         for word in weights:
             spread = known.get(word)
             if spread is None:
-                spread = _spread(word)
+                spread = _spread(word, byte_lanes)
                 if len(known) < KEPT_WORDS:
                     known[word] = spread
             spreads.append(spread)

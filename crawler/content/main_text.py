@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -50,6 +51,33 @@ _OPTIONS = ConversionOptions(
     extract_metadata=False, skip_images=True, autolinks=False, code_block_style="backticks",
     sup_symbol="^", preprocessing=PreprocessingOptions(enabled=False),
 )  # fmt: skip
+
+
+def _converter() -> Callable[[str], str]:
+    """html-to-markdown's ``convert`` with :data:`_OPTIONS` made into its Rust form once:
+    its public function makes them anew at every call (0.08 ms, a tenth of a PostgreSQL
+    page's conversion).  The public function where its inner parts are not those of
+    3.21 (``tests/test_clean_text.py`` checks that both give the same Markdown)."""
+
+    def public(html: str) -> str:
+        return convert(html, _OPTIONS).content or ""
+
+    try:
+        from html_to_markdown import api
+
+        rust_options = api._to_rust_conversion_options(_OPTIONS, _visitor_override=None)
+        rust_convert = api._rust.convert  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, TypeError):
+        return public
+
+    def once_made(html: str) -> str:
+        return rust_convert(html=html, options=rust_options, visitor=None).content or ""
+
+    return once_made
+
+
+#: HTML to Markdown, as :func:`_converter` makes it.
+to_markdown = _converter()
 #: Markdown's inline marks, taken out for the plain text: images and links (the marks
 #: of whole lines, code fences, headings, rules and tables, a line at a time).
 _INLINE_MARKS = [
@@ -100,13 +128,15 @@ def main_content(html: str | bytes) -> MainContent:
             f"{attributes.get('class') or ''} {attributes.get('id') or ''}"
         ):
             node.decompose()
-    for pre in root.css("div[class*=highlight-] pre"):  # Sphinx's listings: their language
+    sphinx = b"highlight-" in html if isinstance(html, bytes) else "highlight-" in html
+    for pre in root.css("div[class*=highlight-] pre") if sphinx else ():
+        # Sphinx's listings: their language
         holder = pre.parent.parent if pre.parent is not None else None
         found = _LANGUAGE.search((holder.attributes.get("class") or "") if holder else "")
         language = found.group(1).replace("python3", "python") if found else ""
         if language not in ("", "default", "none"):
             pre.attrs["class"] = f"language-{language}"
-    markdown = (convert(root.html or "", _OPTIONS).content or "").strip() + "\n"
+    markdown = to_markdown(root.html or "").strip() + "\n"
     return MainContent(markdown, plain_text(markdown), title)
 
 
