@@ -39,9 +39,10 @@ BITS = 64
 #: Words whose spread hashes a process keeps (some 25 MB at most), then makes each time.
 KEPT_WORDS = 100_000
 _SPREAD: dict[str, int] = {}
-#: The bits of a lane: the weight a bit gets (at most the text's words, some 16 million
-#: for a text of 32 MB) is below ``2 ** LANE`` (a text with more has lanes of its own).
-LANE = 24
+#: The bits of a lane: the weight a bit gets (at most the text's words: 65,535 for a
+#: page of some 400 KB of text) is below ``2 ** LANE`` (a text with more has lanes of
+#: its own).  Narrow lanes make small integers: 24 bits took a sixth longer in a crawl.
+LANE = 16
 
 
 def _byte_lanes(lane: int) -> list[list[int]]:
