@@ -402,8 +402,10 @@ def test_breadth_first_fetches_slow_shallow_pages_before_most_deeper_ones(
             server.stop()
     print(f"{where}: of {depth.depth_3} depth-3 pages, fetched before the last depth-1 page:")
     print(f"  {figures}")
-    # In arrival order the retries wait behind every deeper page queued meanwhile.
-    assert figures["arrival order"] >= depth.depth_3 * 0.8
+    # In arrival order the retries wait behind every deeper page queued meanwhile (most
+    # of them: fewer on a slow machine, whose retries come back before the deeper pages
+    # are all queued: 195 and 230 of 300 on one at half its speed).
+    assert figures["arrival order"] >= depth.depth_3 * 0.5
     # Breadth first, deeper pages go only while the retries wait out their backoff
     # (the slow pages fail one after the other, over about a second here) and past
     # what a worker holds already: Dramatiq's prefetch (2 a thread), fetches in flight.
