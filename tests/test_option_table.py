@@ -5,6 +5,7 @@ same crawl; a user's mypy reads the keywords' types."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import subprocess
 import sys
 import typing
@@ -217,10 +218,12 @@ def mypy_on(
     site.mkdir(exist_ok=True)
     if not (site / "crawler").exists():
         (site / "crawler").symlink_to(PROJECT_ROOT / "crawler")
-    program = tmp_path / "users_program.py"
+    # A program of its own name each: mypy's cache (kept between the runs of a test, the
+    # crawler's modules read once) takes a file of the same size and second for unchanged.
+    program = tmp_path / f"users_program_{hashlib.sha256(source.encode()).hexdigest()[:12]}.py"
     program.write_text(source)
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir",
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir",
          str(tmp_path / "cache"), *(["--config-file", str(config)] if config else []),
          str(program)],
         cwd=tmp_path, env=environment(PYTHONPATH=str(site)), capture_output=True, text=True,

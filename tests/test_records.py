@@ -37,7 +37,7 @@ def test_mypy_refuses_a_misspelled_field_of_a_record_and_takes_a_right_one(
 
     assert checked.returncode == 1, checked.stdout
     misspelled = [n for n, line in enumerate(READS.splitlines(), 1) if '"outcom"' in line]
-    errors = re.findall(r"users_program\.py:(\d+): error: (.*)", checked.stdout)
+    errors = re.findall(r"users_program_\w+\.py:(\d+): error: (.*)", checked.stdout)
     assert errors == [
         (str(n), 'TypedDict "PageRecord" has no key "outcom"  [typeddict-item]') for n in misspelled
     ], checked.stdout
