@@ -4,6 +4,8 @@ fleet (``--near-duplicates mark|skip``), on ``--local`` and on workers of both b
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import json
 import random
 import re
@@ -56,14 +58,31 @@ def test_a_text_of_more_words_than_a_lane_holds_has_the_fingerprint_of_their_sha
     than that has wider lanes made for it: the same fingerprint as the same shares."""
     text = words(random.Random(7), 40)
     monkeypatch.setattr(fingerprints, "LANE", 8)  # 255 words at most a lane
-    monkeypatch.setattr(fingerprints, "_BYTE_LANES", fingerprints._byte_lanes(8))
-    monkeypatch.setattr(fingerprints, "_SPREAD", {})
+    monkeypatch.setattr(fingerprints, "_SPREAD", fingerprints._Spreads(8, 1000))
     wide = fingerprints.simhash(" ".join([text] * 20))  # 800 words
     assert wide == fingerprints.simhash(text) != 0
 
 
 def words(rng: random.Random, count: int) -> str:
     return " ".join(f"w{rng.randrange(20_000)}" for _ in range(count))
+
+
+def test_the_fingerprint_is_charikar_s_simhash_of_the_words() -> None:
+    """The lanes' sum gives each bit what a vote bit by bit gives: a bit set where the
+    words whose hash has it (each as often as it appears) outweigh those without."""
+    rng = random.Random(11)
+    for count in (1, 2, 7, 300, 3000):
+        text = " ".join(f"W{rng.randrange(count * 2)}" for _ in range(count))
+        weights = collections.Counter(text.lower().split())
+        expected = 0
+        for bit in range(64):
+            votes = 0
+            for word, weight in weights.items():
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                votes += weight if int.from_bytes(digest, "little") >> bit & 1 else -weight
+            expected |= (votes > 0) << bit
+        assert fingerprints.simhash(text) == expected
+    assert fingerprints.simhash(" \n ") == 0
 
 
 def test_a_date_line_moves_few_bits_and_another_text_about_half() -> None:

@@ -14,19 +14,19 @@ crawl's store (:mod:`crawler.pipeline.near_duplicates`).
 
 The words are the text's whitespace-separated tokens, in lower case (a word and the
 comma after it are one feature: ``str.split`` finds them in a third of the time a
-pattern of word characters took).  The votes of all 64 bits are counted at once: each
-feature's hash is spread into one integer of 64 lanes of :data:`LANE` bits, bit ``i``
-of the hash the lowest bit of lane ``i``; the sum of those integers, each times its
-word's weight, holds in each lane the weight that voted for that bit (Python's integers
-add in C).  A word's spread hash is kept once made (:data:`KEPT_WORDS` of them): the
+pattern of word characters took), each occurrence one vote of weight 1 (a word's weight
+is how often it appears).  The votes of all 64 bits are counted at once: each word's
+hash is spread into one integer of 64 lanes of :data:`LANE` bits, bit ``i`` of the hash
+the lowest bit of lane ``i``; the sum of those integers over the text's words holds in
+each lane the weight that voted for that bit (Python's integers add in C, and
+``sum(map(...))`` of a dict's lookups runs without a line of Python a word).  A word's
+spread hash is kept once made (:data:`KEPT_WORDS` of them, by :class:`_Spreads`): the
 pages of a site share most of their words.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
-from operator import mul
 
 #: Pages whose fingerprints differ in at most this many bits are near-duplicates.
 #: Manku et al. found 3 of 64 right for billions of long web pages; pages of a few
@@ -38,7 +38,6 @@ THRESHOLD = 4
 BITS = 64
 #: Words whose spread hashes a process keeps (some 25 MB at most), then makes each time.
 KEPT_WORDS = 100_000
-_SPREAD: dict[str, int] = {}
 #: The bits of a lane: the weight a bit gets (at most the text's words: 65,535 for a
 #: page of some 400 KB of text) is below ``2 ** LANE`` (a text with more has lanes of
 #: its own).  Narrow lanes make small integers: 24 bits took a sixth longer in a crawl.
@@ -53,37 +52,41 @@ def _byte_lanes(lane: int) -> list[list[int]]:
     return [[spread << (lane * 8 * position) for spread in values] for position in range(8)]
 
 
-_BYTE_LANES = _byte_lanes(LANE)
-
-
 def _spread(word: str, byte_lanes: list[list[int]]) -> int:
     """``word``'s 64-bit hash (BLAKE2b), bit ``i`` the lowest of lane ``i``."""
     digest = hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest()
     return sum(map(list.__getitem__, byte_lanes, digest))
 
 
+class _Spreads(dict[str, int]):
+    """Words' spread hashes in lanes of ``lane`` bits (:func:`_spread`), each made on
+    first use and kept while fewer than ``keep`` are."""
+
+    def __init__(self, lane: int, keep: int) -> None:
+        super().__init__()
+        self.byte_lanes, self.keep = _byte_lanes(lane), keep
+
+    def __missing__(self, word: str) -> int:
+        spread = _spread(word, self.byte_lanes)
+        if len(self) < self.keep:
+            self[word] = spread
+        return spread
+
+
+_SPREAD = _Spreads(LANE, KEPT_WORDS)
+
+
 def simhash(text: str) -> int:
     """The 64-bit SimHash of ``text``'s words (lower case); 0 for a text without any."""
-    weights = Counter(text.lower().split())
-    total = weights.total()
+    words = text.lower().split()
+    total = len(words)
     if not total:
         return 0
-    lane = LANE
-    if total >> LANE:  # more words than a lane holds: wider lanes, made for this text
+    spreads, lane = _SPREAD, LANE
+    if total >> lane:  # more words than a lane holds: wider lanes, made for this text
         lane = total.bit_length() + 1
-        byte_lanes = _byte_lanes(lane)
-        spreads = [_spread(word, byte_lanes) for word in weights]
-    else:
-        known, byte_lanes = _SPREAD, _BYTE_LANES
-        spreads = []
-        for word in weights:
-            spread = known.get(word)
-            if spread is None:
-                spread = _spread(word, byte_lanes)
-                if len(known) < KEPT_WORDS:
-                    known[word] = spread
-            spreads.append(spread)
-    votes = sum(map(mul, weights.values(), spreads))
+        spreads = _Spreads(lane, len(words))
+    votes = sum(map(spreads.__getitem__, words))
     mask = (1 << lane) - 1
     fingerprint = 0
     for bit in range(BITS):
