@@ -23,7 +23,10 @@ turns: ``static`` (no ``--render``), ``auto`` (``--render auto``), ``full``
 against the static crawl's.  Every crawl uses ``--follow-relative`` and must fetch
 every page it can reach: on the mixed site, the static crawl every page but the
 section's script-only ones, the others every page; every record of the ``full`` crawl
-must say ``rendered``, and the ``auto`` crawl's rendered pages are counted.
+must say ``rendered``, and the ``auto`` crawl's rendered pages are counted.  With
+``full`` beside ``auto`` on the mixed site, the report says the least CPU any ``--render
+auto`` could take there (:func:`floor`): the static crawl's, and the section's pages
+each at the CPU a render adds in the full crawl.
 
 CPU and memory are those of every process of the crawl, Chromium and Playwright's
 driver included, read from ``/proc`` every 0.2 s: for ``--local``, the crawl's process
@@ -100,11 +103,14 @@ class Site:
       seed(str): The seed's path.
       reach(dict): By mode, the paths of the pages its crawl must fetch, and no other.
       description(str): What it is, in the report's first line.
+      needs_browser(int): How many of its pages any crawl must render to reach every
+        page (the scripted section's: each links to others by script only).
     """
 
     seed: str
     reach: dict[str, frozenset[str]]
     description: str
+    needs_browser: int = 0
 
 
 def write_plain_site(root: Path, base: str, pages: int, links: int) -> Site:
@@ -146,6 +152,7 @@ def write_mixed_site(root: Path, pages: int) -> Site:
         reach,
         f"mixed site: {len(every)} pages (/, {pages - scripted} static docs pages, {scripted}"
         f" app pages, {len(script_only)} of them linked by script only)",
+        needs_browser=scripted,
     )
 
 
@@ -499,8 +506,9 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def against_target(results: dict[str, Any], runs: list[str]) -> list[str]:
-    """Each run's ``--render auto`` against :data:`AUTO_TARGET`, said plainly."""
+def against_target(results: dict[str, Any], runs: list[str], site: Site) -> list[str]:
+    """Each run's ``--render auto`` against :data:`AUTO_TARGET`, said plainly; and, with a
+    ``full`` crawl beside it, the least any ``--render auto`` could cost (:func:`floor`)."""
     said = []
     for run in runs:
         auto = results.get(run + MODES["auto"][1])
@@ -517,7 +525,31 @@ def against_target(results: dict[str, Any], runs: list[str]) -> list[str]:
             f" {auto['pages']} pages rendered ({auto['rendered_share']:.1%}): within"
             f" {AUTO_TARGET:g}x: " + ("yes" if not over else f"NO ({' and '.join(over)})")
         )
+        full = results.get(run + MODES["full"][1])
+        if full is not None and site.needs_browser:
+            render_ms, least = floor(results[run], full, auto["pages"], site.needs_browser)
+            auto["render_cpu_ms"], auto["x_static_cpu_floor"] = render_ms, least
+            said.append(
+                f"{run} --render auto's floor: the {site.needs_browser} pages that need a"
+                f" browser, each at the {render_ms:.0f} ms of CPU a render adds in the full"
+                f" --render crawl, make any --render auto at least {least:.2f}x the static"
+                " crawl's CPU"
+            )
     return said
+
+
+def floor(
+    static: dict[str, Any], full: dict[str, Any], pages: int, needs_browser: int
+) -> tuple[float, float]:
+    """What a render adds to a page's CPU, in ms (the full crawl's CPU less its pages'
+    at the static crawl's CPU a page, over its pages: the browser's start spread over
+    them all, so less than a crawl of few renders pays); and the least CPU a crawl of
+    ``pages`` that renders ``needs_browser`` of them could take, over the static
+    crawl's."""
+    static_page = static["cpu_seconds"] / static["pages"]
+    render = (full["cpu_seconds"] - static_page * full["pages"]) / full["pages"]
+    least = static_page * pages + render * needs_browser
+    return render * 1000, least / static["cpu_seconds"]
 
 
 def main() -> int:
@@ -586,7 +618,7 @@ def main() -> int:
         " process" + ("; --auto-throttle (crawler crawl's pace)" if arguments.polite else "")
     )
     print(table(results))
-    for line in against_target(results, runs):
+    for line in against_target(results, runs, site):
         print(line)
     found = faults(results)
     if arguments.site == "plain":

@@ -34,6 +34,7 @@ import dataclasses
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,7 @@ from crawler.frontier.keep_alive import KeepAlive
 from crawler.handlers import Handler
 from crawler.option_table import Keywords
 from crawler.records import Record
+from crawler.stores import STORE_ERRORS
 from crawler.tracking import record_queue, seeder
 from crawler.tracking.ledger import Ledger
 from crawler.tracking.progress import Progress
@@ -229,7 +231,9 @@ class WorkersCrawl:
 
     def records(self) -> Iterator[Record]:
         """Each URL's final record, once, until the crawl is finished (seeded with
-        ``records=True``); broker outages are waited out."""
+        ``records=True``); broker outages are waited out.  When it ends, :meth:`status`
+        says the crawl is finished (``outstanding`` 0), unless the store lost some of
+        its counters (see :func:`settled`)."""
         _, parts = _parts()
         if self._reader is None:
             raise CrawlError("seed the crawl with records=True to read its records")
@@ -245,6 +249,7 @@ class WorkersCrawl:
                         keep_alive(client, self.crawl_id)
         finally:
             ledger.close()
+        settled(self.crawl_id)
 
     def close(self) -> None:
         """Stop reading records: workers stop sending them."""
@@ -307,6 +312,29 @@ def status(crawl_id: str) -> dict[str, int] | None:
     _, parts = _parts()
     with parts.stores.reserve() as client:
         return counters.read(client, crawl_id)
+
+
+#: Seconds :func:`settled` waits at most, and between two readings.
+SETTLE_WAIT, SETTLE_POLL = 5.0, 0.05
+
+
+def settled(crawl_id: str) -> bool:
+    """Wait until the crawl's counters say it is finished: a worker sends a message's
+    record before it counts the message's ending (so that a worker dying in between
+    loses no record: :mod:`crawler.tracking.bookkeeping`), so the last records arrive
+    a moment before ``outstanding`` is 0.  False after :data:`SETTLE_WAIT` seconds (a
+    store that lost counters, or restarted, may never say so)."""
+    deadline = time.monotonic() + SETTLE_WAIT
+    while True:
+        try:
+            figures = status(crawl_id)
+        except STORE_ERRORS:  # the records are all in: a store down now is not theirs
+            figures = {counters.OUTSTANDING: 1}
+        if figures is None or figures[counters.OUTSTANDING] <= 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(SETTLE_POLL)
 
 
 def _mark(crawl_id: str, mark: Callable[[Any, str, int], None]) -> None:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +179,35 @@ def test_a_crawl_of_workers_is_seeded_and_followed_from_code(
     assert result["urls"] == sorted(site.url(page_path(i)) for i in range(PAGES))
     assert result["outstanding"] == 0
     assert (result["paused"], result["resumed"]) == (1, 0)
+
+
+def test_records_end_once_the_counters_say_finished_as_workers_count_after_the_record(
+    memcached: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker sends a message's record before it counts the message's ending, so the
+    last record arrives before ``outstanding`` is 0: ``settled`` (which ``records()``
+    ends with) waits for the count, and gives up past ``SETTLE_WAIT``."""
+    from crawler import api, example
+    from crawler.frontier import counters
+    from crawler.outcomes import CRAWLED
+
+    crawl_id = f"settle-{uuid.uuid4().hex[:8]}"
+    with example.parts.stores.reserve() as client:
+        counters.start(client, crawl_id, 1, 60)
+
+    def count_the_ending() -> None:
+        with example.parts.stores.reserve() as client:
+            counters.add_to(client, counters.crawl_key(crawl_id, CRAWLED), 1, 60)
+
+    counted = threading.Timer(0.3, count_the_ending)
+    counted.start()
+    assert api.status(crawl_id)["outstanding"] == 1  # type: ignore[index]
+    assert api.settled(crawl_id)
+    assert api.status(crawl_id)["outstanding"] == 0  # type: ignore[index]
+    counted.join()
+
+    never = f"never-{uuid.uuid4().hex[:8]}"
+    with example.parts.stores.reserve() as client:
+        counters.start(client, never, 1, 60)
+    monkeypatch.setattr(api, "SETTLE_WAIT", 0.2)
+    assert not api.settled(never)

@@ -267,6 +267,19 @@ def test_render_cost_smoke_run_crawls_the_mixed_site_with_render_auto(tmp_path: 
     assert "no browser left: yes" in result.stdout
 
 
+def test_render_cost_s_floor_is_the_static_crawl_and_the_needed_renders_at_full_s_price() -> None:
+    """The least a ``--render auto`` crawl could cost: each page at the static crawl's
+    CPU a page, and each page that needs a browser at what a render added to the full
+    crawl's pages (its 110 pages' 12 s less 1.1 s at 10 ms a page: 99.1 ms a render)."""
+    from benchmarks.render_cost import floor
+
+    static = {"cpu_seconds": 1.0, "pages": 100}
+    full = {"cpu_seconds": 12.0, "pages": 110}
+    render_ms, least = floor(static, full, pages=110, needs_browser=10)
+    assert render_ms == pytest.approx(99.09, abs=0.01)
+    assert least == pytest.approx((1.1 + 0.9909) / 1.0, abs=0.001)
+
+
 def test_recrawl_smoke_run_reaches_the_full_crawl_s_pages_downloading_less(
     tmp_path: Path, memcached: object
 ) -> None:

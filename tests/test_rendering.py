@@ -157,6 +157,9 @@ def test_media_is_loaded_only_when_asked_for(site: SiteServer, stub_broker: Any)
     site.pages["/"] = html(extra="<img src='/a.png'><video src='/a.mp4'></video>")
     site.pages["/a.png"] = Page(b"\x89PNG\r\n\x1a\n", content_type="image/png")
     site.pages["/a.mp4"] = Page(b"", content_type="video/mp4")
+    # The browser up first: its launch on a loaded machine is no page's deadline's.
+    example.renderer.render(job(site, "/", seconds=60))
+    assert site.fetch_counts()["/a.png"] == 0
     example.crawl(site.url("/"), options={"render": True})
     assert site.fetch_counts()["/a.png"] == 0
     example.crawl(site.url("/"), options={"render": True, "render_media": True, "crawl_id": "m"})
