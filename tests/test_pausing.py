@@ -13,6 +13,7 @@ from dramatiq.brokers.stub import StubBroker
 from crawler import example
 from crawler.environment import Lifetimes
 from crawler.frontier import claims, counters
+from crawler.middleware.recorder import Recorder
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import FAST_FAILURES, crawl_id_of, wait_for_crawl, wait_until
 from tests.workers import WorkerProcesses, environment, seed
@@ -102,3 +103,29 @@ def test_a_paused_crawl_fetches_nothing_while_another_runs_then_ends_each_page_o
     assert f"crawl {crawl_id}: finished: " in after.stdout
     assert " 0 failed attempts retried," in after.stdout  # waiting used up no retry
     assert seed(env, "--pause", "0" * 32).returncode == 2
+
+
+def test_a_paused_crawl_s_message_put_back_is_not_discovered_again(
+    stub_broker: StubBroker,
+) -> None:
+    """``--local`` counts each URL discovered when its message is first sent (the
+    Recorder's ``on_discover``); a paused crawl's message put back is that URL again,
+    as a retry or a deferral is."""
+    found: list[None] = []
+    recorder = Recorder(
+        on_record=lambda record, message: None, on_discover=lambda: found.append(None)
+    )
+    message = example.crawl.message("http://127.0.0.1:1/page.html")
+    recorder.after_enqueue(stub_broker, message, None)
+    assert len(found) == 1
+    claims.put_back_paused(stub_broker, message, longest=5000)
+    put_back = dramatiq.Message.decode(
+        stub_broker.queues[f"{example.crawl.queue_name}.DQ"].queue[-1]
+    )
+    for again in (
+        put_back,
+        message.copy(options={"retries": 1}),
+        message.copy(options={"deferrals": 1}),
+    ):
+        recorder.after_enqueue(stub_broker, again, 1000)
+    assert len(found) == 1

@@ -14,6 +14,10 @@ from crawler.errors import InvalidMessage
 from crawler.outcomes import CRAWLED, FAILED, RETRYING
 from crawler.records import Record, key_of, kwargs_of, url_of
 
+#: A message's options that say it is one sent again (retried, deferred, or put back
+#: while its crawl is paused), whose URL was counted when first sent.
+_AGAIN = frozenset({"retries", "deferrals", "pauses"})
+
 
 class Recorder(Middleware):
     """Hands a record of every processed ``crawl`` message (with the message): the
@@ -24,9 +28,9 @@ class Recorder(Middleware):
 
     Parameters:
       on_record(Callable): Called with each record, from worker threads.
-      on_discover(Callable): Called once for each URL enqueued (retries and deferrals
-        aside; a message delayed, to its host's turn, once: not again when it is put
-        back on its queue when due).
+      on_discover(Callable): Called once for each URL enqueued (retries, deferrals and
+        a paused crawl's messages put back aside; a message delayed, to its host's
+        turn, once: not again when it is put back on its queue when due).
     """
 
     def __init__(
@@ -47,7 +51,7 @@ class Recorder(Middleware):
         if delay is None and message.message_id in self._due:
             self._due.discard(message.message_id)  # back on its queue, counted when sent
             return
-        if "retries" not in message.options and "deferrals" not in message.options:
+        if not _AGAIN.intersection(message.options):
             self.on_discover()
 
     def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
