@@ -346,3 +346,39 @@ def test_turns_further_ahead_than_turn_ahead_are_not_booked() -> None:
     turns = politeness.book_turns(client, pages, options)
     # 100 s apart: the turns within TURN_AHEAD (300 s) only; the rest go plainly.
     assert sorted(turns) == ["0", "1", "2", "3"]
+
+
+def test_a_local_retry_goes_without_the_turn_its_failed_attempt_took() -> None:
+    """``--local`` retries within half a second, inside the window in which a booked
+    turn is still taken (``TURN_LATE``): the retry Dramatiq's ``Retries`` sends of a
+    message whose attempt raised carries no ``turn``, so it takes a turn of its own."""
+    import dramatiq
+    from dramatiq.brokers.stub import StubBroker
+    from dramatiq.middleware import CurrentMessage, Retries
+
+    from crawler.middleware import QuickRetries, ordered
+
+    # --local's stack: Retries, and QuickRetries below it (its after-hook runs first).
+    broker = StubBroker(middleware=ordered([QuickRetries(10, 10), CurrentMessage(), Retries()]))
+    seen: list[dict[str, Any]] = []
+
+    @dramatiq.actor(broker=broker, queue_name="turns", max_retries=1)
+    def fetch() -> None:
+        current = CurrentMessage.get_current_message()
+        assert current is not None
+        seen.append(dict(current.options))
+        if len(seen) == 1:
+            raise ConnectionError("503")
+
+    broker.enqueue(fetch.message().copy(options={"turn": time.time()}))
+    worker = dramatiq.Worker(broker, worker_timeout=50)
+    worker.start()
+    try:
+        broker.join(fetch.queue_name, timeout=10_000)
+        worker.join()
+    finally:
+        worker.stop()
+    assert [("turn" in options, options.get("retries", 0)) for options in seen] == [
+        (True, 0),
+        (False, 1),
+    ]
