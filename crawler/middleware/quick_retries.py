@@ -27,15 +27,9 @@ class QuickRetries(Middleware):
         message.options.setdefault("min_backoff", self.min_backoff)
         message.options.setdefault("max_backoff", self.max_backoff)
 
-    def after_process_message(
-        self,
-        broker: dramatiq.Broker,
-        message: Any,
-        *,
-        result: Any = None,
-        exception: BaseException | None = None,
-    ) -> None:
-        """An attempt that raised leaves its turn behind: Dramatiq's ``Retries``, whose
-        after-hook runs after this one, sends the same message again."""
-        if exception is not None:
+    def after_process_message(self, broker: dramatiq.Broker, message: Any, **ended: Any) -> None:
+        """An attempt that raised (``ended``: Dramatiq's ``result`` and ``exception``)
+        leaves its turn behind: Dramatiq's ``Retries``, whose after-hook runs after this
+        one, sends the same message again."""
+        if ended.get("exception") is not None:
             message.options.pop("turn", None)
