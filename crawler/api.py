@@ -323,15 +323,16 @@ def settled(crawl_id: str) -> bool:
     record before it counts the message's ending (so that a worker dying in between
     loses no record: :mod:`crawler.tracking.bookkeeping`), so the last records arrive
     a moment before ``outstanding`` is 0.  False after :data:`SETTLE_WAIT` seconds (a
-    store that lost counters, or restarted, may never say so)."""
+    store that lost counters, or restarted, may never say so; nor does a crawl that
+    another seeding of the same ``crawl_id`` keeps going)."""
     deadline = time.monotonic() + SETTLE_WAIT
     while True:
         try:
             figures = status(crawl_id)
+            if figures is None or figures[counters.OUTSTANDING] <= 0:
+                return True
         except STORE_ERRORS:  # the records are all in: a store down now is not theirs
-            figures = {counters.OUTSTANDING: 1}
-        if figures is None or figures[counters.OUTSTANDING] <= 0:
-            return True
+            pass
         if time.monotonic() >= deadline:
             return False
         time.sleep(SETTLE_POLL)

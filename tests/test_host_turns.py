@@ -348,18 +348,30 @@ def test_turns_further_ahead_than_turn_ahead_are_not_booked() -> None:
     assert sorted(turns) == ["0", "1", "2", "3"]
 
 
-def test_a_local_retry_goes_without_the_turn_its_failed_attempt_took() -> None:
-    """``--local`` retries within half a second, inside the window in which a booked
-    turn is still taken (``TURN_LATE``): the retry Dramatiq's ``Retries`` sends of a
-    message whose attempt raised carries no ``turn``, so it takes a turn of its own."""
+def test_a_retry_goes_without_the_turn_its_failed_attempt_took() -> None:
+    """``--local`` retries within half a second (workers too, with a short
+    ``CRAWLER_MIN_BACKOFF_MS``), inside the window in which a booked turn is still taken
+    (``TURN_LATE``): the retry Dramatiq's ``Retries`` sends of a message whose attempt
+    raised carries no ``turn``, so it takes a turn of its own.  Workers' brokers and
+    ``--local``'s have :class:`RetryTurns` below ``Retries``."""
     import dramatiq
     from dramatiq.brokers.stub import StubBroker
     from dramatiq.middleware import CurrentMessage, Retries
 
-    from crawler.middleware import QuickRetries, ordered
+    from crawler import example
+    from crawler.brokers.local import serve
+    from crawler.middleware import QuickRetries, RetryTurns, ordered
 
-    # --local's stack: Retries, and QuickRetries below it (its after-hook runs first).
-    broker = StubBroker(middleware=ordered([QuickRetries(10, 10), CurrentMessage(), Retries()]))
+    for real in (example.broker, serve(example.crawl, parts=None)):  # workers', --local's
+        kinds = [type(m) for m in real.middleware]
+        assert RetryTurns in kinds and kinds.index(RetryTurns) > next(
+            i for i, kind in enumerate(kinds) if issubclass(kind, Retries)
+        ), kinds
+
+    # --local's stack: Retries, and below it QuickRetries and RetryTurns.
+    broker = StubBroker(
+        middleware=ordered([QuickRetries(10, 10), RetryTurns(), CurrentMessage(), Retries()])
+    )
     seen: list[dict[str, Any]] = []
 
     @dramatiq.actor(broker=broker, queue_name="turns", max_retries=1)

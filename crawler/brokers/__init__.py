@@ -15,7 +15,7 @@ from crawler.environment import (
     redis_url,
     uses_redis,
 )
-from crawler.middleware import PromptDelays, SendBack, TimeLimitOver, install
+from crawler.middleware import PromptDelays, RetryTurns, SendBack, TimeLimitOver, install
 
 __all__ = ["BROKER_ERRORS", "QUEUE", "SendBack", "make_broker"]
 
@@ -51,5 +51,8 @@ def make_broker(send_back: SendBack | None = None) -> dramatiq.Broker:
         )
     time_limit = next(m for m in broker.middleware if isinstance(m, TimeLimit))
     # Prometheus serves /metrics on port 9191 from `dramatiq` workers.
-    install(broker, CurrentMessage(), Prometheus(), PromptDelays(), TimeLimitOver(time_limit))
+    install(
+        broker, CurrentMessage(), Prometheus(), PromptDelays(), RetryTurns(),
+        TimeLimitOver(time_limit),
+    )  # fmt: skip
     return broker

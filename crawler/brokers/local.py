@@ -15,7 +15,7 @@ from dramatiq.errors import QueueNotFound
 from dramatiq.middleware import CurrentMessage
 
 from crawler.brokers.hooks import QuickHooks
-from crawler.middleware import CurrentBroker, install
+from crawler.middleware import CurrentBroker, RetryTurns, install
 from crawler.stores.saved import SavedState
 
 #: The option naming a message's row in the state file.
@@ -202,7 +202,7 @@ def serve(
     ``broker``, when given, is the one to serve on (a shard's, with ``--processes``)."""
     broker = PriorityStubBroker(saved) if broker is None else broker
     broker.crawl_parts = parts
-    install(broker, CurrentMessage(), CurrentBroker())
+    install(broker, CurrentMessage(), CurrentBroker(), RetryTurns())
     for each in actors_of_queue(actor):
         dramatiq.Actor(
             each.fn,

@@ -2,7 +2,8 @@
 package: :class:`Recorder` (a record of every ``crawl`` message), :class:`SendBack` (a
 message whose follow-ups the broker refused comes back), :class:`ReliableRetries`
 (Dramatiq's ``Retries`` through it), :class:`TimeLimitOver` (the time limit ends
-with the actor), :class:`QuickRetries` (``--local``'s short backoff) and
+with the actor), :class:`QuickRetries` (``--local``'s short backoff), :class:`RetryTurns`
+(a retry takes a host turn of its own) and
 :class:`CurrentBroker` (the broker of the message being processed: :func:`actor_for`)
 and :class:`PromptDelays` (a worker puts delayed messages back on time).
 
@@ -31,6 +32,7 @@ from crawler.middleware.prompt_delays import PromptDelays
 from crawler.middleware.quick_retries import QuickRetries
 from crawler.middleware.recorder import Recorder
 from crawler.middleware.reliable_retries import ReliableRetries
+from crawler.middleware.retry_turns import RetryTurns
 from crawler.middleware.send_back import SendBack
 from crawler.middleware.time_limit_over import TimeLimitOver
 
@@ -41,6 +43,7 @@ __all__ = [
     "QuickRetries",
     "Recorder",
     "ReliableRetries",
+    "RetryTurns",
     "SendBack",
     "TimeLimitOver",
     "actor_for",
@@ -53,7 +56,7 @@ __all__ = [
 #: runs the before-hooks top down and the after-hooks bottom up.  A broker has those it
 #: needs (workers: :class:`SendBack` and :class:`ReliableRetries`, Prometheus and
 #: :class:`TimeLimitOver`; ``--local``: Dramatiq's ``Retries`` and
-#: :class:`QuickRetries`), each at its place here.
+#: :class:`QuickRetries`; both :class:`RetryTurns`), each at its place here.
 ORDER: tuple[type[Middleware], ...] = (
     AgeLimit,
     TimeLimit,
@@ -63,6 +66,7 @@ ORDER: tuple[type[Middleware], ...] = (
     SendBack,  # its after-hook, after Retries' and the Recorder's: what to hand back
     Recorder,  # before Retries: its after-hook runs after Retries', to see final failures
     Retries,  # ReliableRetries on workers
+    RetryTurns,  # its after-hook before Retries': a retry without its attempt's turn
     QuickRetries,  # --local: a backoff of its own on each message enqueued
     CurrentMessage,  # claims read the message being processed
     CurrentBroker,  # actor bodies send to the broker their message came from (actor_for)

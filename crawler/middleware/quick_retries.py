@@ -1,8 +1,5 @@
 """``--local``'s retries come quickly: a page answering 503 must not hold a small crawl
-in one process for minutes (workers keep the actor's backoff, 15 s and up).  So quickly
-that a retry could come back within the window in which its host's turn, booked for
-the attempt that failed (the message's ``turn`` option), is still taken: a retry goes
-without it, and takes a turn of its own."""
+in one process for minutes (workers keep the actor's backoff, 15 s and up)."""
 
 from __future__ import annotations
 
@@ -26,10 +23,3 @@ class QuickRetries(Middleware):
     def before_enqueue(self, broker: dramatiq.Broker, message: Any, delay: int | None) -> None:
         message.options.setdefault("min_backoff", self.min_backoff)
         message.options.setdefault("max_backoff", self.max_backoff)
-
-    def after_process_message(self, broker: dramatiq.Broker, message: Any, **ended: Any) -> None:
-        """An attempt that raised (``ended``: Dramatiq's ``result`` and ``exception``)
-        leaves its turn behind: Dramatiq's ``Retries``, whose after-hook runs after this
-        one, sends the same message again."""
-        if ended.get("exception") is not None:
-            message.options.pop("turn", None)
