@@ -20,7 +20,7 @@ from tests.workers import environment
 
 #: The pages of the site the pace is measured on (serial), and of the one the other
 #: tests crawl: big enough that the server refuses some, small enough for the suite.
-PAGES, FEWER = 300, 100
+PAGES, FEWER = 200, 100
 
 
 def defend(site: SiteServer, pages: int) -> Defending:
