@@ -388,7 +388,7 @@ def test_breadth_first_fetches_slow_shallow_pages_before_most_deeper_ones(
     for args in ([], ["--breadth-first"]):
         server = SiteServer().start()
         try:
-            depth = depth_site(server)
+            depth = depth_site(server, wide=10)
             if where == "local":
                 done = seed(env, "--local", depth.seed, "--threads", "2", *args)
                 assert done.returncode == 0, done.stdout + done.stderr
@@ -404,7 +404,8 @@ def test_breadth_first_fetches_slow_shallow_pages_before_most_deeper_ones(
     print(f"  {figures}")
     # In arrival order the retries wait behind every deeper page queued meanwhile (most
     # of them: fewer on a slow machine, whose retries come back before the deeper pages
-    # are all queued: 195 and 230 of 300 on one at half its speed).
+    # are all queued: 195 and 230 of 300 on one at half its speed; the site has 150
+    # since, as 10 depth-2 pages link 15 each: all 150 on both, here, at full speed).
     assert figures["arrival order"] >= depth.depth_3 * 0.5
     # Breadth first, deeper pages go only while the retries wait out their backoff
     # (the slow pages fail one after the other, over about a second here) and past
