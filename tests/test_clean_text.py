@@ -47,7 +47,7 @@ def test_the_markdown_made_with_options_made_once_is_html_to_markdown_s_own() ->
     """``to_markdown`` calls html-to-markdown's inner function with its options made once;
     a version of it whose inner parts differ must give what its public one gives."""
     html = ARTICLE.decode()
-    assert main_text.to_markdown(html) == convert(html, main_text._OPTIONS).content
+    assert main_text.to_markdown(html) == convert(html, main_text.options()).content
     assert "# Numeric Types" in main_text.to_markdown(html)
 
 

@@ -21,10 +21,13 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
+from typing import TYPE_CHECKING
 
-from html_to_markdown import ConversionOptions, PreprocessingOptions, convert
 from selectolax.lexbor import LexborHTMLParser
+
+if TYPE_CHECKING:
+    from html_to_markdown import ConversionOptions
 
 #: Where a page says its main content is.
 MAIN = "main, [role=main], article"
@@ -46,26 +49,39 @@ _NOT_CONTENT_NAME = re.compile(
     re.IGNORECASE,
 )
 _LANGUAGE = re.compile(r"(?:highlight|language|lang)-([A-Za-z0-9_+#-]+)")
-#: (Its own cleaning, ``preprocessing``, is off: what it would drop is gone already.)
-_OPTIONS = ConversionOptions(
-    extract_metadata=False, skip_images=True, autolinks=False, code_block_style="backticks",
-    sup_symbol="^", preprocessing=PreprocessingOptions(enabled=False),
-)  # fmt: skip
 
 
+def options() -> ConversionOptions:
+    """html-to-markdown's options (its own cleaning, ``preprocessing``, is off: what it
+    would drop is gone already)."""
+    from html_to_markdown import ConversionOptions, PreprocessingOptions
+
+    return ConversionOptions(
+        extract_metadata=False, skip_images=True, autolinks=False,
+        code_block_style="backticks", sup_symbol="^",
+        preprocessing=PreprocessingOptions(enabled=False),
+    )  # fmt: skip
+
+
+@cache
 def _converter() -> Callable[[str], str]:
-    """html-to-markdown's ``convert`` with :data:`_OPTIONS` made into its Rust form once:
+    """html-to-markdown's ``convert`` with :func:`options` made into its Rust form once:
     its public function makes them anew at every call (0.08 ms, a tenth of a PostgreSQL
     page's conversion).  The public function where its inner parts are not those of
-    3.21 (``tests/test_clean_text.py`` checks that both give the same Markdown)."""
+    3.21 (``tests/test_clean_text.py`` checks that both give the same Markdown).  Made
+    on first use: a process that makes no Markdown does not load the library (some
+    10 ms of the command's and every worker's start)."""
+    from html_to_markdown import convert
+
+    chosen = options()
 
     def public(html: str) -> str:
-        return convert(html, _OPTIONS).content or ""
+        return convert(html, chosen).content or ""
 
     try:
         from html_to_markdown import api
 
-        rust_options = api._to_rust_conversion_options(_OPTIONS, _visitor_override=None)
+        rust_options = api._to_rust_conversion_options(chosen, _visitor_override=None)
         rust_convert = api._rust.convert  # type: ignore[attr-defined]
     except (ImportError, AttributeError, TypeError):
         return public
@@ -76,8 +92,11 @@ def _converter() -> Callable[[str], str]:
     return once_made
 
 
-#: HTML to Markdown, as :func:`_converter` makes it.
-to_markdown = _converter()
+def to_markdown(html: str) -> str:
+    """``html`` as Markdown, by the converter :func:`_converter` makes once."""
+    return _converter()(html)
+
+
 #: Markdown's inline marks, taken out for the plain text: images and links (the marks
 #: of whole lines, code fences, headings, rules and tables, a line at a time).  A link's
 #: target may hold one level of parentheses (written as runs between them: an

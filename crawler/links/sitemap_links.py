@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import zlib
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from usp.fetch_parse import PlainTextSitemapParser, XMLSitemapParser
-from usp.web_client.abstract_client import LocalWebClient
-
 from crawler.errors import PermanentError
+
+if TYPE_CHECKING:
+    from usp.fetch_parse import PlainTextSitemapParser, XMLSitemapParser
 
 # The name it had before the module was renamed: users filter the log on it.
 logger = logging.getLogger("crawler.links.sitemaps")
@@ -30,6 +31,11 @@ def sitemap_links(body: bytes, url: str, max_bytes: int) -> tuple[list[str], lis
     """The page URLs and the sitemap URLs that the sitemap ``body`` (fetched from
     ``url``) lists, at most ``MAX_URLS`` of them; a gzip body is decompressed first,
     to ``max_bytes`` at most (more is a :class:`PermanentError`)."""
+    # Imported here: a process that reads no sitemap does not load the library (the
+    # command's and every worker's start, some 20 ms of it).
+    from usp.fetch_parse import PlainTextSitemapParser, XMLSitemapParser
+    from usp.web_client.abstract_client import LocalWebClient
+
     if body[:2] == b"\x1f\x8b":
         body = gunzip(body, max_bytes)
     text = body.decode("utf-8", "replace").lstrip("\ufeff")

@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import ipaddress
 import threading
-from functools import lru_cache
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
-import tldextract
+if TYPE_CHECKING:
+    import tldextract
 
-#: The bundled Public Suffix List only: no download, no cache on disk.
-_extract = tldextract.TLDExtract(
-    suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
-)
+
+@cache
+def _extractor() -> tldextract.TLDExtract:
+    """The bundled Public Suffix List only: no download, no cache on disk.  Made on
+    first use: a crawl without ``--same-site`` never loads ``tldextract`` (some 20 ms of
+    a process's start)."""
+    import tldextract
+
+    return tldextract.TLDExtract(
+        suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
+    )
 
 
 #: The first look-up builds the list's trie (about 25 ms): once, not once a thread.
@@ -40,4 +49,4 @@ def site_of(host: str) -> str:
     except ValueError:
         pass
     with _building:
-        return _extract(host).top_domain_under_public_suffix or host
+        return _extractor()(host).top_domain_under_public_suffix or host
