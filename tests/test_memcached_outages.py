@@ -71,15 +71,19 @@ def test_hung_memcached_fails_messages_clearly_and_dead_letters_them(
         MEMCACHED_TIMEOUT_MS="200",
     )
     site.pages.update(generate_site(site.base_url, pages=30, links_per_page=3))
-    site.delay = 0.05
+    # The fifth request on waits for the hang: the crawl cannot end before it (it did,
+    # once its workers started faster).
+    site.delay, site.hold_from = 0.05, 5
     workers = WorkerProcesses(env, processes=1, threads=4)
     try:
         assert seed(env, site.url(page_path(0))).returncode == 0
         workers.wait_until(lambda: workers.count("Done crawling") >= 3)
         own_memcached.pause()
+        site.release()
         # Redis counts messages in hand as well, so 0 means every one has ended.
         workers.wait_until(lambda: queued_messages(env) == 0, timeout=120)
     finally:
+        site.release()
         assert workers.stop() == 0
 
     gave_up = workers.count("Giving up on URL")
