@@ -40,9 +40,12 @@ def crawl_through(
     env: dict[str, str], site: SiteServer, *, after: int, fault: Callable[[], None], timeout: float
 ) -> FaultedCrawl:
     """Crawl ``PAGES`` pages (10 ms each) with one worker process of ``THREADS`` threads
-    and ``--wait``; ``fault`` runs once ``after`` pages were crawled."""
+    and ``--wait``; ``fault`` runs once ``after`` pages were crawled.  The crawl could
+    end before the store is away (it did, once the workers started faster): the site
+    holds its answers from 20 requests past ``after`` until ``fault`` releases them
+    (``site.release()``, once the store is away)."""
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
-    site.delay = 0.01
+    site.delay, site.hold_from = 0.01, after + 20
     workers = WorkerProcesses(env, processes=1, threads=THREADS)
     try:
         waiting = wait_for_crawl(env, site.url(page_path(0)))
@@ -53,6 +56,7 @@ def crawl_through(
         fetched_at_fault = len(site.fetch_counts())
         stdout, stderr = waiting.communicate(timeout=timeout)
     finally:
+        site.release()
         assert workers.stop() == 0
     return FaultedCrawl(waiting.returncode, crawl_id, stdout, stderr, fetched_at_fault, workers)
 
@@ -70,6 +74,7 @@ def test_a_crawl_on_a_redis_store_restarted_mid_crawl_fetches_each_page_once(
 
     def restart() -> None:
         store.shut_down()
+        site.release()
         time.sleep(2)
         store.start()
 
@@ -143,6 +148,7 @@ def test_a_redis_cluster_store_whose_primary_dies_mid_crawl_fails_over_to_its_re
 
     def kill_a_primary() -> None:
         cluster.kill(cluster.primaries()[0])
+        site.release()
         wait_until(  # its replica takes its place
             lambda: len(cluster.primaries()) == RedisClusterProcesses.PRIMARIES and cluster.ok(),
             timeout=30,
