@@ -2,7 +2,7 @@
 Scrapy, and a no-op Dramatiq actor as the ceiling, all on the same local site.
 
     python benchmarks/run.py --pages 2000 --links 10 --repeat 3   # the full run
-    python benchmarks/run.py --pages 150 --links 5 --quick --repeat 2  # the smoke run CI does
+    python benchmarks/run.py --pages 100 --links 5 --quick --repeat 2  # the smoke run CI does
     python benchmarks/run.py --site python-docs --repeat 3         # a real site, heavy pages
     python benchmarks/run.py --site postgresql-docs --repeat 3     # a real site, light pages
 
