@@ -40,20 +40,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
 
 from crawler.environment import Limits, directory_under
 from crawler.errors import TransientError
 from crawler.fetching import Fetched, is_html, read_body
 from crawler.fetching.bounded_fetch import RETRIED_4XX
-
-if TYPE_CHECKING:  # warcio is imported where a record is made: a crawl without --warc
-    # never loads it (some 15 ms of the command's and every worker's start)
-    from warcio.statusandheaders import StatusAndHeaders
-    from warcio.warcwriter import WARCWriter
 
 SOFTWARE = "crawler (Dramatiq's web-crawler example), warcio"
 
@@ -242,17 +240,7 @@ def _gzipped(writer: WARCWriter, record: Any) -> bytes:
 
 
 def _writer() -> WARCWriter:
-    from warcio.warcwriter import WARCWriter
-
     return WARCWriter(io.BytesIO(), gzip=False, warc_version="WARC/1.1")
-
-
-def _warc_date(now: datetime.datetime) -> str:
-    """``now`` (naive UTC, as warcio takes it) as a WARC-Date, to the microsecond."""
-    from warcio.timeutils import datetime_to_iso_date
-
-    date: str = datetime_to_iso_date(now, use_micros=True)
-    return date
 
 
 def warcinfo(filename: str, crawl_id: str, options: Mapping[str, Any]) -> bytes:
@@ -421,7 +409,7 @@ def page_records(
     ``request``.  Returns them, their WARC-Date and the first one's WARC-Record-ID."""
     writer = _writer()
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # warcio: naive UTC
-    date = _warc_date(now)
+    date = datetime_to_iso_date(now, use_micros=True)
     headers = _stored_headers(response, len(body))
     warc_headers = {"WARC-Date": date}
     if address:
@@ -475,7 +463,7 @@ def not_modified_records(
     writer = _writer()
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
     warc_headers = {
-        "WARC-Date": _warc_date(now),
+        "WARC-Date": datetime_to_iso_date(now, use_micros=True),
         "WARC-Profile": SERVER_NOT_MODIFIED,
         "WARC-Refers-To-Target-URI": response.url,
     }
@@ -512,8 +500,6 @@ def _stored_headers(response: requests.Response, length: int) -> StatusAndHeader
             headers.append((name, value))
     headers.append(("Content-Length", str(length)))
     version = {10: "HTTP/1.0", 11: "HTTP/1.1"}.get(response.raw.version, "HTTP/1.1")
-    from warcio.statusandheaders import StatusAndHeaders
-
     return StatusAndHeaders(f"{response.status_code} {response.reason}", headers, protocol=version)
 
 
@@ -528,7 +514,5 @@ def _request_headers(response: requests.Response) -> StatusAndHeaders:
         host = host.rpartition(":")[0]  # as http.client sends it: no default port
     headers = [("Host", host)]
     headers += [(name, str(value)) for name, value in request.headers.items()]
-    from warcio.statusandheaders import StatusAndHeaders
-
     # warcio keeps the request line whole (its protocol argument is for responses).
     return StatusAndHeaders(f"{request.method} {target} HTTP/1.1", headers, is_http_request=True)

@@ -70,7 +70,7 @@ def _converter() -> Callable[[str], str]:
     page's conversion).  The public function where its inner parts are not those of
     3.21 (``tests/test_clean_text.py`` checks that both give the same Markdown).  Made
     on first use: a process that makes no Markdown does not load the library (some
-    10 ms of the command's and every worker's start)."""
+    10-15 ms of the command's and every worker's start)."""
     from html_to_markdown import convert
 
     chosen = options()

@@ -31,8 +31,8 @@ def sitemap_links(body: bytes, url: str, max_bytes: int) -> tuple[list[str], lis
     """The page URLs and the sitemap URLs that the sitemap ``body`` (fetched from
     ``url``) lists, at most ``MAX_URLS`` of them; a gzip body is decompressed first,
     to ``max_bytes`` at most (more is a :class:`PermanentError`)."""
-    # Imported here: a process that reads no sitemap does not load the library (the
-    # command's and every worker's start, some 20 ms of it).
+    # Imported here: a process that reads no sitemap does not load the library (some
+    # 25 ms of the command's and every worker's start).
     from usp.fetch_parse import PlainTextSitemapParser, XMLSitemapParser
     from usp.web_client.abstract_client import LocalWebClient
 

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 @cache
 def _extractor() -> tldextract.TLDExtract:
     """The bundled Public Suffix List only: no download, no cache on disk.  Made on
-    first use: a crawl without ``--same-site`` never loads ``tldextract`` (some 20 ms of
-    a process's start)."""
+    first use: a process that never asks a host's site (upstream's commands, a worker
+    before a page of a ``--same-site`` crawl, ``crawler crawl --same-domain``) does not
+    load ``tldextract`` (some 10-15 ms of its start)."""
     import tldextract
 
     return tldextract.TLDExtract(
