@@ -732,14 +732,12 @@ def test_webrtc_sends_no_packet_past_the_guard(
 def test_the_browser_s_requests_wait_for_their_host_s_turns_and_are_counted(
     site: SiteServer, tmp_path: Path
 ) -> None:
-    """``--max-rate 1``: the four scripts the page loads are asked for at turns a second
+    """``--max-rate 1``: the four scripts the page loads are asked for about a second
     apart, as the crawl's own requests are (a browser asks for them at once, within a
-    few ms); the record and the statistics count them.  A request goes at its turn or
-    after it: on a loaded machine up to 0.7 s after, so the ``i``-th and the
-    ``j``-th are at least ``j - i - 0.7`` s apart (one late, the next on time, 0.47 s
-    were seen in CI, beside other tests: with four scripts a second apart after the
-    browser's start, a render there once ran past the actor's time limit and its retry
-    asked for them again)."""
+    few ms: the bound leaves room for a request sent late after its turn); the record
+    and the statistics count them.  Timed alone: beside other tests CI saw one request
+    sent late and the next on time (0.47 s apart), and here a render ran past the
+    actor's time limit and its retry asked for the scripts again."""
     scripts = [f"/s/{i}.js" for i in range(4)]
     site.pages["/"] = Page(
         b"<html><head>" + b"".join(f'<script src="{s}"></script>'.encode() for s in scripts)
@@ -756,10 +754,7 @@ def test_the_browser_s_requests_wait_for_their_host_s_turns_and_are_counted(
 
     asked = sorted(r.time for r in site.requests if r.path.startswith("/s/"))
     assert len(asked) == 4, done.stderr[-3000:]
-    late = 0.7
-    assert all(
-        asked[j] - asked[i] >= j - i - late for i, j in itertools.combinations(range(4), 2)
-    ), asked
+    assert all(b - a >= 0.6 for a, b in itertools.pairwise(asked)), asked
     (record,) = records_of(output)
     assert record["render_requests"] == 4
     figures = json.loads(stats.read_text())
