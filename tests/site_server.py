@@ -74,6 +74,8 @@ class SiteServer:
     #: From this request on (counting from 1), answers wait until ``release()``: a crawl
     #: cannot finish before the test has done what it must do while it runs.
     hold_from: int | None = None
+    #: Requests held right now.
+    held: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
@@ -123,7 +125,21 @@ class SiteServer:
 
     def wait_if_held(self, count: int) -> None:
         if self.hold_from is not None and count >= self.hold_from:
-            assert self._released.wait(60), "the site held a request for 60 s: never released"
+            with self._lock:
+                self.held += 1
+                self._lock.notify_all()
+            try:
+                assert self._released.wait(60), "the site held a request for 60 s: never released"
+            finally:
+                with self._lock:
+                    self.held -= 1
+
+    def wait_for_held(self, count: int, *, timeout: float = 60) -> None:
+        """Wait until ``count`` requests are held at once (``hold_from``): a crawler with
+        that many threads has each of them in a fetch, none between pages."""
+        with self._lock:
+            held = self._lock.wait_for(lambda: self.held >= count, timeout)
+        assert held, f"the site held {self.held} requests, not {count}, in {timeout}s"
 
     def answered(self) -> None:
         with self._lock:

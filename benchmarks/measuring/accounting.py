@@ -9,6 +9,7 @@ import subprocess
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
 
@@ -30,17 +31,49 @@ def cpu_seconds(pid: int) -> float:
 
 
 def service_pids() -> dict[str, list[int]]:
-    """The processes of the services on this machine, by name: RabbitMQ, Redis, Memcached."""
-
-    def pgrep(pattern: str) -> list[int]:
-        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
-        return [int(pid) for pid in found.split()]
-
+    """The processes of the services a benchmark uses, by name: RabbitMQ (the machine's
+    one server), and the Redis and Memcached servers listening on the ports the
+    environment names (``CRAWLER_TEST_REDIS_URL``, ``MEMCACHED_SERVERS``: the
+    benchmark's own).  Other Redis and Memcached servers are not counted: a test's own
+    that stops mid-measure would take its CPU out of the sum (a negative figure, seen
+    beside the test suite's other tests)."""
+    found = subprocess.run(["pgrep", "-f", "beam.smp"], capture_output=True, text=True).stdout
+    redis_url = urlsplit(os.environ.get("CRAWLER_TEST_REDIS_URL", "redis://127.0.0.1:6379"))
+    memcached = os.environ.get("MEMCACHED_SERVERS", "127.0.0.1:11211").split(",")
     return {
-        "rabbitmq": pgrep("beam.smp"),
-        "redis": pgrep("redis-server"),
-        "memcached": pgrep("memcached"),
+        "rabbitmq": [int(pid) for pid in found.split()],
+        "redis": listening_pids(redis_url.port or 6379),
+        "memcached": [pid for server in memcached for pid in listening_pids(_port(server))],
     }
+
+
+def _port(server: str) -> int:
+    return int(server.rsplit(":", 1)[1]) if ":" in server else 11211
+
+
+def listening_pids(port: int) -> list[int]:
+    """The processes with a TCP socket listening on ``port`` (``/proc/net/tcp`` and
+    ``tcp6``, then each process's open files: those this user may read)."""
+    sockets = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()  # sl, local address, remote, state, ..., inode (10th)
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                sockets.add(f"socket:[{fields[9]}]")
+    pids = []
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in sockets for fd in (process / "fd").iterdir()):
+                pids.append(int(process.name))
+        except OSError:
+            continue
+    return pids
 
 
 def _reaped_children_cpu() -> float:
