@@ -43,13 +43,16 @@ def test_memcached_stopped_and_restarted_mid_crawl_loses_no_page(
         )
 
     site.pages.update(generate_site(site.base_url, pages=100, links_per_page=4))
-    site.delay = 0.02
+    # From the 20th request on the site holds its answers until Memcached is stopped:
+    # then each thread, its fetch back, meets the outage in its links' claims.
+    site.delay, site.hold_from = 0.02, 20
     every_page = [page_path(i) for i in range(100)]
     workers = WorkerProcesses(env, processes=1, threads=4)
     try:
         assert seed(env, site.url(page_path(0))).returncode == 0
-        workers.wait_until(lambda: workers.count("Done crawling") >= 20)
+        site.wait_for_held(4)
         own_memcached.stop()
+        site.release()
         workers.wait_until(lambda: workers.count("Memcached is unavailable") > 0)
         own_memcached.start()
         workers.wait_until(settled, timeout=90)

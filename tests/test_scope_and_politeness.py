@@ -508,6 +508,7 @@ def test_the_new_options_travel_in_messages_and_bad_ones_are_refused_on_the_comm
         assert done.returncode == 2 and said in done.stderr, done.stderr
 
 
+@pytest.mark.serial  # a turn 50 ms late is deferred, and arrival times are checked
 @pytest.mark.parametrize("where", ["local", "rabbitmq_env", "redis_env"])
 def test_pages_of_a_host_asking_for_a_crawl_delay_come_once_each_at_its_pace(
     where: str, site: SiteServer, request: pytest.FixtureRequest, tmp_path: Path, memcached: object

@@ -193,7 +193,7 @@ def test_a_worker_killed_mid_crawl_leaves_readable_files_whose_union_holds_every
         **request.getfixturevalue(broker_env), **FAST_FAILURES, CRAWLER_WARC_DIR=str(tmp_path)
     )
     site.pages.update(generate_site(site.base_url, pages=120, links_per_page=4))
-    site.delay = 0.02
+    site.delay, site.hold_from = 0.02, 40  # the crawl cannot end before the kill
     every_page = {site.url(page_path(i)) for i in range(120)}
     warc = tmp_path / "warc"  # named by its absolute path, inside the workers' root
 
@@ -203,6 +203,7 @@ def test_a_worker_killed_mid_crawl_leaves_readable_files_whose_union_holds_every
         doomed.wait_until(lambda: doomed.count("Done crawling") >= 30)
     finally:
         doomed.kill()  # kill -9, mid-page for some of its threads (and never left running)
+        site.release()
     assert set(records_by_url(warc, cut_tails=[])) < every_page | {None}
 
     fresh = WorkerProcesses(env, processes=2, threads=4)

@@ -31,13 +31,14 @@ def test_kill_9_mid_crawl_then_a_fresh_worker_fetches_every_page(
         CRAWLER_RESEND_DELAY="0",
     )  # fmt: skip
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=LINKS))
-    site.delay = 0.02
+    site.delay, site.hold_from = 0.02, 40  # the crawl cannot end before the kill
     every_page = [page_path(i) for i in range(PAGES)]
 
     doomed = WorkerProcesses(env, processes=PROCESSES, threads=THREADS)
     assert seed(env, site.url(page_path(0))).returncode == 0
     doomed.wait_until(lambda: doomed.count("Done crawling") >= 30)
     doomed.kill()
+    site.release()
     assert not site.fetched(every_page)
 
     fresh = WorkerProcesses(env, processes=PROCESSES, threads=THREADS)
