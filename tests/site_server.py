@@ -123,6 +123,12 @@ class SiteServer:
         """Lets every held answer go, and the ones after it."""
         self._released.set()
 
+    def hold(self, from_request: int) -> None:
+        """Hold the answers from request ``from_request`` on (counting every request so
+        far) until the next :meth:`release`: a crawl cannot end before the test stops it."""
+        self.hold_from = from_request
+        self._released.clear()
+
     def wait_if_held(self, count: int) -> None:
         if self.hold_from is not None and count >= self.hold_from:
             with self._lock:

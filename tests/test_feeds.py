@@ -169,11 +169,12 @@ def test_a_state_crawl_interrupted_by_ctrl_c_adds_each_item_once(
     site: SiteServer, tmp_path: Path
 ) -> None:
     pages = 20
-    site.delay = 0.1
+    site.delay, site.hold_from = 0.1, 5  # the crawl cannot end before its Ctrl-C
     feed, command = state_crawl(site, pages, tmp_path)
     with running(command, env=environment(), stdout=subprocess.PIPE) as crawl:
         site.wait_for_requests(5, timeout=60)
         crawl.send_signal(signal.SIGINT)
+        site.release()
         crawl.communicate(timeout=30)
     assert crawl.returncode == 130
     carried = subprocess.run(

@@ -167,7 +167,7 @@ def test_ctrl_c_stops_within_seconds_keeping_the_summary_and_valid_records(
     site: SiteServer, tmp_path: Path
 ) -> None:
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=5))
-    site.delay = 0.05
+    site.delay, site.hold_from = 0.05, 20  # the crawl cannot end before its Ctrl-C
     output = tmp_path / "records.jsonl"
     with services_trapped() as (env, _):
         crawl = crawl_locally(
@@ -176,6 +176,7 @@ def test_ctrl_c_stops_within_seconds_keeping_the_summary_and_valid_records(
         site.wait_for_requests(20)
         interrupted_at = time.monotonic()
         crawl.send_signal(signal.SIGINT)
+        site.release()
         stdout, _ = crawl.communicate(timeout=10)
         took = time.monotonic() - interrupted_at
 

@@ -133,11 +133,12 @@ def test_max_rate_holds_across_the_processes(site: SiteServer) -> None:
 
 
 def test_ctrl_c_stops_every_process_and_says_what_was_done(site: SiteServer) -> None:
-    site.delay = 0.05
+    site.delay, site.hold_from = 0.05, 15  # the crawl cannot end before its Ctrl-C
     running, mark = marked_crawl(site, new_session=True)
     try:
         site.wait_for_requests(15)
         os.killpg(running.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+        site.release()
         out, err = running.communicate(timeout=60)
     finally:
         if running.poll() is None:

@@ -56,9 +56,11 @@ def test_ctrl_c_and_three_kills_lose_no_page_and_fetch_again_only_those_in_hand(
     # Ctrl-C, then kill -9 three times, each after some more pages were served.
     stops = ((20, signal.SIGINT), (45, signal.SIGKILL), (75, signal.SIGKILL), (105, signal.SIGKILL))
     for after, how in stops:
+        site.hold(after)  # this round cannot end before its stop
         crawl = local_crawl(site, state, tmp_path)
         site.wait_for_requests(after, timeout=60)
         crawl.send_signal(how)
+        site.release()
         stdout, _ = crawl.communicate(timeout=30)
         interrupted.append((crawl.returncode, stdout))
     last = local_crawl(site, state, tmp_path)

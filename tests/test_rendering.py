@@ -186,6 +186,7 @@ def renderer() -> Iterator[Renderer]:
     own.close()
 
 
+@pytest.mark.serial  # the browser's give-up is timed to 0.5 s
 def test_a_page_that_never_settles_fails_its_attempt_within_the_deadline(
     site: SiteServer, renderer: Renderer
 ) -> None:
@@ -431,6 +432,7 @@ def test_the_dashboard_says_the_crawl_renders(site: SiteServer, system_chromium:
     assert "--render: pages loaded in headless Chromium" in said
 
 
+@pytest.mark.serial  # its render is timed within 8-10 s
 def test_a_render_that_never_settles_ends_before_the_actor_s_time_limit(
     site: SiteServer, rabbitmq_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -612,6 +614,7 @@ def test_a_worker_s_requests_pass_the_guard_and_shared_workers_are_off(
     assert without_tenant(public) == []
 
 
+@pytest.mark.serial  # the takeover is timed
 def test_a_page_that_never_settles_gives_its_browser_page_up_to_one_that_would_run_out_of_time(
     site: SiteServer,
 ) -> None:
