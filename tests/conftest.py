@@ -16,7 +16,8 @@ from crawler.middleware import CurrentBroker, install
 from crawler.stores.memcached import MemcachedClient
 from crawler.stores.redis import RedisStorePool
 from crawler.tracking.bookkeeping import keep_books
-from tests import private_services
+from tests import cpu_report, private_services
+from tests.cpu_report import pytest_runtest_makereport  # noqa: F401  (a hook)
 from tests.postgres_server import PostgresProcess
 from tests.site_server import SiteServer
 from tests.support import (
@@ -37,6 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # Run as a background job: its children would ignore Ctrl-C too, and the tests
         # that press it would see nothing happen.
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    cpu_report.register(config)
     worker = hasattr(config, "workerinput")
     if not worker:
         users = private_services.UsersData(rabbitmq_url())
