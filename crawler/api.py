@@ -49,7 +49,7 @@ from crawler.frontier.keep_alive import KeepAlive
 from crawler.handlers import Handler
 from crawler.option_table import Keywords
 from crawler.records import Record
-from crawler.stores import STORE_ERRORS
+from crawler.stores import store_errors
 from crawler.tracking import record_queue, seeder
 from crawler.tracking.ledger import Ledger
 from crawler.tracking.progress import Progress
@@ -331,7 +331,7 @@ def settled(crawl_id: str) -> bool:
             figures = status(crawl_id)
             if figures is None or figures[counters.OUTSTANDING] <= 0:
                 return True
-        except STORE_ERRORS:  # the records are all in: a store down now is not theirs
+        except store_errors():  # the records are all in: a store down now is not theirs
             pass
         if time.monotonic() >= deadline:
             return False

@@ -9,13 +9,13 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar, cast
 
 import dramatiq
-import redis
 from dramatiq.middleware import CurrentMessage, Interrupt
 
 from crawler import outcomes
-from crawler.brokers.returning import BROKER_ERRORS
+from crawler.brokers.returning import broker_errors
 from crawler.errors import Answered, Deferred, PermanentError, TransientError, shown
 from crawler.records import answered_record, skipped_record
+from crawler.stores import redis_errors
 from crawler.stores.memcached import MemcachedError
 
 # The name it had before the module was renamed: users filter the log on it.
@@ -49,11 +49,11 @@ def reports_failures(crawl: Callable[P, R]) -> Callable[P, R]:
             error = TransientError(f"Memcached is unavailable: {type(e).__name__}: {e}")
             report(url, error)
             raise error from e
-        except (redis.RedisError, redis.exceptions.RedisClusterException) as e:  # broker or store
+        except redis_errors() as e:  # broker or store
             error = TransientError(f"Redis is unavailable: {type(e).__name__}: {e}")
             report(url, error)
             raise error from e
-        except BROKER_ERRORS as e:
+        except broker_errors() as e:
             error = TransientError(f"the broker is unavailable: {type(e).__name__}: {e}")
             report(url, error)
             raise error from e

@@ -7,7 +7,7 @@ import dramatiq
 from dramatiq.middleware import CurrentMessage, TimeLimit
 from dramatiq.middleware.prometheus import Prometheus
 
-from crawler.brokers.returning import BROKER_ERRORS
+from crawler.brokers.returning import broker_errors
 from crawler.environment import (
     publish_confirms,
     rabbitmq_url,
@@ -17,7 +17,7 @@ from crawler.environment import (
 )
 from crawler.middleware import PromptDelays, RetryTurns, SendBack, TimeLimitOver, install
 
-__all__ = ["BROKER_ERRORS", "QUEUE", "SendBack", "make_broker"]
+__all__ = ["QUEUE", "SendBack", "broker_errors", "make_broker"]
 
 #: The queue of the ``crawl`` actor.  Not Dramatiq's ``default``: on RabbitMQ the crawler's
 #: queue carries priorities (``x-max-priority``, for ``--breadth-first``), and a queue's

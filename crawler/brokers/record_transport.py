@@ -27,6 +27,24 @@ BATCH = 100
 GATHER = 0.05
 
 
+#: Redis's: move up to ARGV[1] records from the crawl's list to its list of records taken (kept as
+#: long as the records), and return them.
+TAKE_RECORDS = """
+local taken = redis.call('lrange', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #taken > 0 then
+    redis.call('ltrim', KEYS[1], #taken, -1)
+    redis.call('rpush', KEYS[2], unpack(taken))
+    redis.call('pexpire', KEYS[2], ARGV[2])
+end
+return taken
+"""
+
+
+def taken_key(crawl_id: str) -> str:
+    """The records the seeder took and has not yet seen through."""
+    return f"crawler.records.{crawl_id}.taken"
+
+
 def name(crawl_id: str) -> str:
     """The crawl's records queue (RabbitMQ) or list (Redis)."""
     return f"crawler.records.{crawl_id}"

@@ -11,24 +11,20 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 
 from crawler.brokers.hooks import QuickHooks
-from crawler.brokers.record_transport import BATCH, READER_GONE_MS, gather, name, records_of
+from crawler.brokers.record_transport import (
+    BATCH,
+    READER_GONE_MS,
+    TAKE_RECORDS,
+    gather,
+    name,
+    records_of,
+    taken_key,
+)
 from crawler.brokers.returning import ReturningConsumer, middleware
 from crawler.middleware import SendBack
 
 if TYPE_CHECKING:
     from crawler.records import Record
-
-#: Move up to ARGV[1] records from the crawl's list to its list of records taken (kept as
-#: long as the records), and return them.
-TAKE_RECORDS = """
-local taken = redis.call('lrange', KEYS[1], 0, tonumber(ARGV[1]) - 1)
-if #taken > 0 then
-    redis.call('ltrim', KEYS[1], #taken, -1)
-    redis.call('rpush', KEYS[2], unpack(taken))
-    redis.call('pexpire', KEYS[2], ARGV[2])
-end
-return taken
-"""
 
 #: Push a record only while a seeder is there to read it (its presence key lives).
 PUSH_RECORD_IF_READ = """
@@ -42,11 +38,6 @@ end
 def reader_key(crawl_id: str) -> str:
     """The waiting seeder's presence: workers push its records only while it lives."""
     return f"crawler.reader.{crawl_id}"
-
-
-def taken_key(crawl_id: str) -> str:
-    """The records the seeder took and has not yet seen through."""
-    return f"crawler.records.{crawl_id}.taken"
 
 
 class PromptRedisBroker(QuickHooks, RedisBroker):

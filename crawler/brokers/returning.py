@@ -6,23 +6,29 @@ message."""
 from __future__ import annotations
 
 from contextlib import suppress
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import pika
-import redis
 from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import BrokerConnectionError, ConnectionClosed
 from dramatiq.middleware import Middleware, Retries
 
 from crawler.middleware import ReliableRetries, SendBack, ordered
 
-#: What a broker raises when it cannot take a message right now.
-BROKER_ERRORS: tuple[type[BaseException], ...] = (
-    BrokerConnectionError,  # Dramatiq's ConnectionClosed and ConnectionFailed (RabbitMQ)
-    redis.RedisError,  # connection errors, LOADING, and MISCONF/OOM/READONLY answers
-    pika.exceptions.AMQPError,  # NackError and UnroutableError with publisher confirms
-)
+
+@cache
+def broker_errors() -> tuple[type[BaseException], ...]:
+    """What a broker raises when it cannot take a message right now (``redis`` loaded
+    here, on first use: :func:`crawler.stores.redis_errors`)."""
+    import redis
+
+    return (
+        BrokerConnectionError,  # Dramatiq's ConnectionClosed and ConnectionFailed (RabbitMQ)
+        redis.RedisError,  # connection errors, LOADING, and MISCONF/OOM/READONLY answers
+        pika.exceptions.AMQPError,  # NackError and UnroutableError with publisher confirms
+    )
+
 
 #: Publish attempts on RabbitMQ, each on a fresh connection after the first (as
 #: Dramatiq's ``enqueue``): a worker thread's connection may have been closed by
@@ -90,6 +96,8 @@ class ReturningConsumer(Consumer):
                     partial(consumer.channel.basic_nack, message._tag, requeue=True)
                 )
         else:  # Redis: from this worker's acknowledgements back onto the queue
+            import redis
+
             try:
                 consumer.broker.do_requeue(consumer.queue_name, message.options["redis_message_id"])
             except redis.RedisError as e:  # Dramatiq retries it, as an ack, until Redis answers

@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 from crawler.dashboard.reading import Reader
 from crawler.environment import dedup_store_name, dedup_url
 from crawler.errors import why
-from crawler.stores import STORE_ERRORS
+from crawler.stores import store_errors
 
 STATIC = Path(__file__).parent / "static"
 #: ``crawler dashboard``'s port by default.
@@ -75,7 +75,7 @@ def app(reader: Reader) -> Starlette:
     def read(what: Callable[[], Any]) -> Response:
         try:
             figures = what()
-        except STORE_ERRORS as e:
+        except store_errors() as e:
             return store.unreachable(e)
         store.answered()
         if figures is None:

@@ -21,7 +21,7 @@ import pika
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 from dramatiq.brokers.stub import StubBroker
 
-from crawler.brokers import BROKER_ERRORS, QUEUE
+from crawler.brokers import QUEUE, broker_errors
 from crawler.environment import uses_redis
 from crawler.frontier import counters, politeness
 from crawler.items import counting as item_counts
@@ -40,7 +40,7 @@ from crawler.outcomes import (
     UNCHANGED,
     fetched,
 )
-from crawler.stores import STORE_ERRORS, StorePool
+from crawler.stores import StorePool, store_errors
 from crawler.stores.client import StoreClient
 from crawler.tracking import figures
 
@@ -228,7 +228,7 @@ class Reader:
             if uses_redis():
                 return self._redis_queue()
             return self._rabbitmq_queue()
-        except (*BROKER_ERRORS, *STORE_ERRORS):
+        except (*broker_errors(), *store_errors()):
             self._connection = None
             return {
                 "broker": "Redis" if uses_redis() else "RabbitMQ",

@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import dramatiq
-import redis
 
 from crawler import rendering, worker_parts
 from crawler.archiving.warc import cut_partial_records
-from crawler.brokers import BROKER_ERRORS, local
+from crawler.brokers import broker_errors, local
 from crawler.crawl_spec import CrawlError as CrawlError
 from crawler.crawl_spec import CrawlSpec, SeedUrls
 from crawler.embedded import one_process, processes
@@ -46,7 +45,7 @@ from crawler.items.sinks import ItemSink, ItemSinkError, ItemSinks, open_sink
 from crawler.options import CrawlOptions
 from crawler.records import Record, RecordFile, RecordFiles, RecordSink
 from crawler.rendering import Renderer
-from crawler.stores import STORE_ERRORS, Stores
+from crawler.stores import Stores, store_errors
 from crawler.stores.memcached import MemcachedError
 from crawler.stores.saved import DiskFull, SavedClient, SavedState, StateInUse, no_room
 from crawler.tracking import seeder
@@ -59,9 +58,11 @@ if TYPE_CHECKING:
 # the module's name before embedded/, kept: users filter the log on it
 logger = logging.getLogger("crawler.running")
 
-#: What a service that does not answer raises in the seeder: pika lets a failed lookup
-#: of the broker's host through bare.
-UNREACHABLE: tuple[type[BaseException], ...] = (*BROKER_ERRORS, *STORE_ERRORS, socket.gaierror)
+
+def unreachable() -> tuple[type[BaseException], ...]:
+    """What a service that does not answer raises in the seeder: pika lets a failed
+    lookup of the broker's host through bare."""
+    return (*broker_errors(), *store_errors(), socket.gaierror)
 
 
 def run(
@@ -440,7 +441,9 @@ def reach_services(command: Callable[[], int]) -> int:
     """Run ``command``; a broker or dedup store that does not answer is one line and exit 1."""
     try:
         return command()
-    except UNREACHABLE as e:
+    except unreachable() as e:
+        import redis
+
         # A Redis error is the store's when the store is Redis and the broker is not;
         # a bare lookup failure is pika's (redis-py and the Memcached pool wrap theirs).
         store = isinstance(e, MemcachedError) or (

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import threading
 from contextlib import AbstractContextManager
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
-
-from redis.exceptions import RedisClusterException, RedisError
 
 from crawler.archiving.warc import WarcFiles
 from crawler.environment import dedup_url, warc_directory, warc_max_bytes
@@ -23,12 +22,22 @@ from crawler.stores.memcached import MemcachedError
 if TYPE_CHECKING:
     from crawler.stores.memory import MemoryClient
 
-#: What a dedup store raises when it cannot answer: Memcached's errors, or Redis's.
-STORE_ERRORS: tuple[type[BaseException], ...] = (
-    MemcachedError,
-    RedisError,
-    RedisClusterException,  # a cluster that lost a node or its slot map
-)
+
+@cache
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """What the ``redis`` client raises when its server cannot answer, or a cluster
+    lost a node or its slot map.  ``redis`` loads here, on first use (an ``except``
+    clause's classes are looked up when an exception reaches it): a process on RabbitMQ
+    and Memcached never loads it (some 50 ms of every start)."""
+    from redis.exceptions import RedisClusterException, RedisError
+
+    return (RedisError, RedisClusterException)
+
+
+@cache
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What a dedup store raises when it cannot answer: Memcached's errors, or Redis's."""
+    return (MemcachedError, *redis_errors())
 
 
 class StorePool(Protocol):

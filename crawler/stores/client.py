@@ -23,7 +23,7 @@ class StoreClient(Protocol):
     budgets, robots.txt rules), taken from its pool's ``reserve()``.
 
     A store that cannot answer raises one of
-    :data:`crawler.stores.STORE_ERRORS`; the attempt is then retried.
+    :func:`crawler.stores.store_errors`; the attempt is then retried.
     """
 
     def ready(self) -> None:

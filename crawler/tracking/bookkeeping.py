@@ -34,7 +34,7 @@ from crawler.middleware import Recorder, install
 from crawler.options import CrawlOptions
 from crawler.outcomes import CANCELLED, DUPLICATE, FAILED, NOT_FINAL, OWN_ENDINGS
 from crawler.records import Record, kwargs_of, without_links
-from crawler.stores import STORE_ERRORS, StorePool
+from crawler.stores import StorePool, store_errors
 from crawler.stores.client import StoreClient
 from crawler.tracking import figures
 
@@ -62,7 +62,7 @@ def patiently(deadline: float) -> Callable[[Callable[[], T]], T]:
         while True:
             try:
                 return step()
-            except STORE_ERRORS:
+            except store_errors():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise
@@ -162,7 +162,7 @@ class Books:
             # kill leaves its URL marked done and counted, or neither).
             with self.pool.reserve() as client, client.together():
                 self.end(client, record, message, options.crawl_id)
-        except STORE_ERRORS as e:
+        except store_errors() as e:
             # The message is over either way; only its bookkeeping is lost.
             logger.warning(
                 "Could not record that %r ended (%s) in the dedup store: %s",
@@ -285,5 +285,5 @@ class Books:
                     if evictions is not None:
                         metrics.memcached_evictions(evictions)
                     self.next_eviction_check = time.monotonic() + EVICTION_CHECK
-        except STORE_ERRORS as e:  # the ending is counted; the refresh comes at its next turn
+        except store_errors() as e:  # the ending is counted; the refresh comes at its next turn
             logger.warning("Could not refresh the crawl's keys in the dedup store: %s", e)

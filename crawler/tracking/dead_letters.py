@@ -11,12 +11,10 @@ in the crawl's counters; then it leaves the dead-letter queue.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import pika
-import redis
-from dramatiq.brokers.redis import RedisBroker
 from dramatiq.common import q_name, xq_name
 
 from crawler.environment import Lifetimes
@@ -25,6 +23,10 @@ from crawler.frontier import claims, counters
 from crawler.messages import check_message
 from crawler.records import kwargs_of, url_of
 from crawler.stores import StorePool
+
+if TYPE_CHECKING:
+    import redis
+    from dramatiq.brokers.redis import RedisBroker
 
 #: The ``--dead-letters``/``--replay`` argument that stands for every crawl, and for
 #: the bare ``crawl(url)`` messages of upstream, which belong to none.
@@ -100,6 +102,8 @@ def _visit(
 ) -> list[Message]:
     """The crawl's dead letters; with ``send_again``, each is sent again and then
     taken off the dead-letter queue."""
+    from dramatiq.brokers.redis import RedisBroker  # (loads redis: only here, not at start)
+
     if isinstance(broker, RedisBroker):
         return _visit_redis(broker, queue, crawl_id, send_again)
     return _visit_rabbitmq(broker, queue, crawl_id, send_again)

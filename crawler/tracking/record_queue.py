@@ -22,8 +22,13 @@ from collections.abc import Generator
 
 import dramatiq
 
-from crawler.brokers.record_transport import RecordSender, name, transport
-from crawler.brokers.redis import TAKE_RECORDS, taken_key
+from crawler.brokers.record_transport import (
+    TAKE_RECORDS,
+    RecordSender,
+    name,
+    taken_key,
+    transport,
+)
 from crawler.records import Record
 
 __all__ = ["Batches", "Reader", "RecordNotSent", "name"]

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import dramatiq
 import pika
 
-from crawler.brokers.returning import BROKER_ERRORS
+from crawler.brokers.returning import broker_errors
 from crawler.environment import Lifetimes, dedup_store_kind, uses_redis
 from crawler.frontier import counters
 from crawler.frontier.keep_alive import KeepAlive
@@ -34,7 +34,7 @@ from crawler.outcomes import (
     summary,
 )
 from crawler.records import Record, RecordSink, page_name, url_of
-from crawler.stores import STORE_ERRORS, StorePool
+from crawler.stores import StorePool, store_errors
 from crawler.tracking import dead_letters as dead_letter_queue
 from crawler.tracking import figures, record_queue, statistics
 from crawler.tracking.ledger import Ledger
@@ -225,7 +225,7 @@ class PublishersBlocked:
                 self._channel.basic_publish("", self.PROBE, b"")
                 self._next_probe = time.monotonic() + self.PROBE_EVERY
             self._connection.process_data_events(time_limit=0)
-        except BROKER_ERRORS:  # RabbitMQ gone (an outage): a fresh connection asks again
+        except broker_errors():  # RabbitMQ gone (an outage): a fresh connection asks again
             self.close()
         return self.blocked
 
@@ -233,7 +233,7 @@ class PublishersBlocked:
         # A fresh connection is told anew: it is blocked only once it has published.
         connection, self._connection, self.blocked = self._connection, None, False
         if connection is not None and connection.is_open:
-            with suppress(*BROKER_ERRORS):
+            with suppress(*broker_errors()):
                 connection.close()
 
 
@@ -285,7 +285,7 @@ def arrivals(
                     if not ledger.pending:
                         break  # that was the last one: no need to wait out the poll
             ledger.flush()
-        except BROKER_ERRORS:
+        except broker_errors():
             reader.reconnect()
             yield BROKER_DOWN
             continue
@@ -441,7 +441,7 @@ def _pause(pool: StorePool, crawl_id: str, lifetimes: Lifetimes | None) -> str:
     try:
         with pool.reserve() as client:
             counters.pause(client, crawl_id, (lifetimes or Lifetimes()).grace)
-    except STORE_ERRORS:
+    except store_errors():
         return f"crawl {crawl_id} goes on unfollowed (the dedup store did not answer to pause it)"
     return (
         f"crawl {crawl_id} paused: 'crawler resume {crawl_id}' carries it on unfollowed"
@@ -485,7 +485,7 @@ def _pause_and_read_on(
                         )
                         _set_aside(record, output, progress, unsent, written=written)
                 ledger.flush()
-            except BROKER_ERRORS:
+            except broker_errors():
                 reader.reconnect()
                 time.sleep(POLL)
     except KeyboardInterrupt:
@@ -547,7 +547,7 @@ def _read_figures(
                 progress.evicted = counters.evicted_during(client, crawl_id)
                 keep_alive(client, crawl_id)
             next_eviction_check = time.monotonic() + EVICTION_CHECK
-    except STORE_ERRORS:
+    except store_errors():
         progress.waiting_for.add(store_name)
     else:
         progress.waiting_for.discard(store_name)
