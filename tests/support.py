@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -440,9 +440,9 @@ def crawl_id_of(stdout: str) -> str:
     return match.group(1)
 
 
-def metrics_port() -> int:
-    """Where the workers of the test session serve their Prometheus metrics."""
-    return int(os.environ["dramatiq_prom_port"])  # noqa: SIM112 (Dramatiq's own spelling)
+def metrics_port(env: Mapping[str, str]) -> int:
+    """Where workers started with ``env`` serve their Prometheus metrics."""
+    return int(env["dramatiq_prom_port"])
 
 
 def read_metrics(port: int) -> str:

@@ -227,7 +227,7 @@ def test_max_rate_20_keeps_every_second_under_20_and_loses_nothing(
     def done() -> bool:
         if set(fetched(site)) < every_page:
             return False
-        metrics.append(read_metrics(metrics_port()))  # the workers' counts, while they run
+        metrics.append(read_metrics(metrics_port(env)))  # the workers' counts, while they run
         return True
 
     workers = crawl_until(env, site, site.url(page_path(0)), "--max-rate", "20", done=done)

@@ -60,7 +60,7 @@ def test_wait_returns_0_after_every_page_with_one_record_each_and_metrics_agree(
         assert site.fetch_counts() == {page_path(i): 1 for i in range(PAGES)}
         # The last message is acknowledged just after its record went out.
         wait_until(lambda: queued_messages(env) == 0, timeout=5)
-        metrics = read_metrics(metrics_port())
+        metrics = read_metrics(metrics_port(env))
         status = seed(env, "--status", crawl_id_of(stdout))
     finally:
         assert workers.stop() == 0

@@ -111,7 +111,8 @@ def test_a_crawl_in_a_memcached_that_evicts_ends_says_so_and_fetches_each_page_o
             assert time.monotonic() < deadline, status.stdout
             time.sleep(1)
         # Each worker process reads Memcached's stats for the metric every few seconds.
-        while metric(metrics := read_metrics(metrics_port()), "crawler_memcached_evictions") == 0:
+        port = metrics_port(env)
+        while metric(metrics := read_metrics(port), "crawler_memcached_evictions") == 0:
             assert time.monotonic() < deadline, metrics
             time.sleep(0.5)
         stdout, stderr = waiting.communicate(timeout=180)

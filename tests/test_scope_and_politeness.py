@@ -539,7 +539,7 @@ def test_pages_of_a_host_asking_for_a_crawl_delay_come_once_each_at_its_pace(
                 [str(Path(sys.executable).parent / "crawler"), *args, "--workers", "--wait"],
                 cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120,
             )  # fmt: skip
-            metrics = read_metrics(metrics_port())  # the workers' counts, while they run
+            metrics = read_metrics(metrics_port(env))  # the workers' counts, while they run
         finally:
             assert workers.stop() == 0
     assert done.returncode == 0, done.stderr[-2000:]

@@ -166,8 +166,16 @@ WORKER_TIMEOUT_MS = "100"
 
 
 def environment(**overrides: str) -> dict[str, str]:
+    """This process's environment for workers and seeders, with ``overrides``.  The
+    workers' Prometheus metrics are served on a port of their own (``metrics_port``):
+    with the session's one port for every group, a group whose metrics server could
+    not bind it (a group of an earlier test still stopping) served none, and a test
+    that read the metrics found nothing there once the other had gone."""
+    from tests.support import free_port
+
     env = dict(os.environ)
     env.pop("REDIS", None)
     env["dramatiq_worker_timeout"] = WORKER_TIMEOUT_MS
+    env["dramatiq_prom_port"] = str(free_port())
     env.update(overrides)
     return env
