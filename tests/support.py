@@ -50,6 +50,9 @@ FAST_FAILURES = {
     "CRAWLER_REDIS_HEARTBEAT_TIMEOUT_MS": "5000",
     "CRAWLER_REDIS_MAINTENANCE_CHANCE": "1000000",
 }
+#: With FAST_FAILURES, for a test whose site holds fetches (``hold_from``) while it
+#: faults or cancels the crawl: the held fetches outlast that rather than time out.
+HELD_FETCHES = {"CRAWLER_FETCH_DEADLINE": "5"}
 
 
 @contextmanager

@@ -5,11 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.site_server import SiteServer, generate_site, page_path
-from tests.support import FAST_FAILURES, crawl_id_of, read_records, wait_for_crawl
+from tests.support import FAST_FAILURES, HELD_FETCHES, crawl_id_of, read_records, wait_for_crawl
 from tests.workers import WorkerProcesses, environment, queued_messages, seed
-
-#: Held fetches outlast the ``--cancel`` command rather than time out.
-HELD_FETCHES = {"CRAWLER_FETCH_DEADLINE": "5"}
 
 
 @pytest.mark.parametrize("broker_env", ["rabbitmq_env", "redis_env"])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.site_server import SiteServer, generate_site, page_path
-from tests.support import FAST_FAILURES, MemcachedProcess, free_port, metric, read_metrics
+from tests.support import FAST_FAILURES, MemcachedProcess, metric, metrics_port, read_metrics
 from tests.workers import WorkerProcesses, dead_letters, environment, queued_messages, seed
 
 
@@ -17,7 +17,6 @@ def test_memcached_stopped_and_restarted_mid_crawl_loses_no_page(
     own_memcached: MemcachedProcess,
     tmp_path: Path,
 ) -> None:
-    metrics_port = free_port()
     env = environment(
         **{
             **rabbitmq_env,
@@ -25,8 +24,6 @@ def test_memcached_stopped_and_restarted_mid_crawl_loses_no_page(
             "MEMCACHED_SERVERS": own_memcached.servers,
             "CRAWLER_MIN_BACKOFF_MS": "500",  # outlasts libmemcached's 1 s retry timeout
             "dramatiq_prom_db": str(tmp_path / "prometheus"),
-            "dramatiq_prom_host": "127.0.0.1",
-            "dramatiq_prom_port": str(metrics_port),
         }
     )
 
@@ -35,7 +32,7 @@ def test_memcached_stopped_and_restarted_mid_crawl_loses_no_page(
         waiting out its backoff in a worker's memory is in no queue RabbitMQ counts."""
         if not (site.fetched(every_page) and queued_messages(env) == 0):
             return False
-        in_hand = read_metrics(metrics_port)
+        in_hand = read_metrics(metrics_port(env))
         return (
             metric(in_hand, "dramatiq_messages_inprogress")
             + metric(in_hand, "dramatiq_delayed_messages_inprogress")

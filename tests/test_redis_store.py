@@ -12,6 +12,7 @@ import pytest
 from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import (
     FAST_FAILURES,
+    HELD_FETCHES,
     RedisClusterProcesses,
     RedisProcess,
     wait_for_crawl,
@@ -21,8 +22,6 @@ from tests.workers import WorkerProcesses, environment, seed
 
 PAGES = 600
 THREADS = 4
-#: :func:`crawl_through`'s held fetches outlast the fault rather than time out.
-HELD_FETCHES = {"CRAWLER_FETCH_DEADLINE": "5"}
 
 
 @dataclass(frozen=True)

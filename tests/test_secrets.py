@@ -25,8 +25,8 @@ from tests.site_server import SiteServer, generate_site, page_path
 from tests.support import (
     FAST_FAILURES,
     crawl_id_of,
-    free_port,
     metric,
+    metrics_port,
     own_redis_url,
     read_metrics,
     wait_for_crawl,
@@ -106,7 +106,6 @@ def test_a_crawl_with_passwords_fetches_every_page_and_shows_them_nowhere(
     request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> None:
-    metrics_port = free_port()
     if broker == "rabbitmq":  # the crawl's claims and counters in Memcached
         services = {"RABBITMQ_URL": credentials.rabbitmq_url()}
     else:  # the crawl's claims and counters in the broker's Redis database, emptied
@@ -117,8 +116,6 @@ def test_a_crawl_with_passwords_fetches_every_page_and_shows_them_nowhere(
         **services,
         **FAST_FAILURES,
         dramatiq_prom_db=str(tmp_path / "prometheus"),
-        dramatiq_prom_host="127.0.0.1",
-        dramatiq_prom_port=str(metrics_port),
     )
     site.pages.update(generate_site(site.base_url, pages=PAGES, links_per_page=2))
     site.behaviors["/broken.html"] = lambda handler, nth: handler.send_error(500)
@@ -134,7 +131,7 @@ def test_a_crawl_with_passwords_fetches_every_page_and_shows_them_nowhere(
         crawl_id = crawl_id_of(stdout)
         status = seed(env, "--status", crawl_id)
         dead = seed(env, "--dead-letters", crawl_id)
-        metrics = read_metrics(metrics_port)
+        metrics = read_metrics(metrics_port(env))
     finally:
         assert workers.stop() == 0
 
@@ -231,8 +228,6 @@ def test_a_worker_that_cannot_reach_its_broker_logs_no_password(
             }
         ),
         dramatiq_prom_db=str(tmp_path),
-        dramatiq_prom_host="127.0.0.1",
-        dramatiq_prom_port=str(free_port()),
     )
     workers = WorkerProcesses(env, processes=1, threads=2)
     try:
@@ -257,8 +252,6 @@ def test_a_password_with_an_unescaped_slash_is_refused_without_showing_a_piece_o
         **{variable: url},
         **({"REDIS": "1"} if variable == "REDIS_URL" else {}),
         dramatiq_prom_db=str(tmp_path),
-        dramatiq_prom_host="127.0.0.1",
-        dramatiq_prom_port=str(free_port()),
     )
 
     seeding = seed(env, "http://127.0.0.1:1/")
