@@ -362,3 +362,31 @@ def test_clean_text_cost_smoke_run_prices_markdown_and_simhash_on_both_docs(
     for package in ("postgresql-doc-15", "python3.11-doc"):
         assert figures[package]["pages"] == 5
         assert all(figures[package][step]["mean_ms"] > 0 for step in ("main_content", "simhash"))
+
+
+def test_the_benchmarks_count_the_cpu_of_their_own_redis_and_memcached_only(
+    memcached: object, tmp_path: Path
+) -> None:
+    """``service_pids`` names the servers listening on the session's own ports, not
+    every ``redis-server`` or ``memcached`` of the machine: one more of each, started
+    here, is not among them."""
+    import os
+
+    from benchmarks.measuring.accounting import listening_pids, service_pids
+    from tests.support import MemcachedProcess, RedisProcess
+
+    other_redis, other_memcached = RedisProcess(tmp_path), MemcachedProcess(memory_mb=8)
+    try:
+        pids = service_pids()
+        assert other_redis.process is not None and other_memcached.process is not None
+        for name, program, other in (
+            ("redis", b"redis-server", other_redis.process),
+            ("memcached", b"memcached", other_memcached.process),
+        ):
+            assert len(pids[name]) == 1 and other.pid not in pids[name], (name, pids)
+            assert Path(f"/proc/{pids[name][0]}/cmdline").read_bytes().startswith(program)
+        port = int(os.environ["MEMCACHED_SERVERS"].rsplit(":", 1)[1])
+        assert listening_pids(port) == pids["memcached"]
+    finally:
+        other_redis.shut_down()
+        other_memcached.stop()
