@@ -69,8 +69,13 @@ def slow_drip(held: list[float], *, size: int = 2000, interval: float = 0.1) -> 
     return behave
 
 
+#: Where an "endless" body ends after all (the test's server stops there).
+ENDLESS = 60 * 1024 * 1024
+
+
 def endless_body(sent: list[int], *, announce: int | None = None) -> Behavior:
-    """An HTML body that never ends (or announces ``announce`` bytes); logs bytes sent."""
+    """An HTML body that never ends (or announces ``announce`` bytes); logs bytes sent:
+    :data:`ENDLESS` when the client read it all, less when it hung up."""
 
     def behave(handler: BaseHTTPRequestHandler, nth: int) -> None:
         handler.send_response(200)
@@ -82,7 +87,7 @@ def endless_body(sent: list[int], *, announce: int | None = None) -> Behavior:
         chunk = b"<p>" + b"x" * 65536 + b"</p>"
         total = 0
         try:
-            while total < 60 * 1024 * 1024:
+            while total < ENDLESS:
                 handler.wfile.write(chunk)
                 total += len(chunk)
         except OSError:
